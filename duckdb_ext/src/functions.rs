@@ -1,0 +1,210 @@
+//! The SQL surface of mentat: every function the extension registers, in one file.
+//!
+//! | function | kind | semantics |
+//! |---|---|---|
+//! | `mentat_transact(edn VARCHAR [, store := VARCHAR])` | table | one Datomic-style transaction, committed on its own |
+//! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
+
+use crate::Instance;
+use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+use duckdb::Connection;
+use planner::layout::{StoreName, DEFAULT_STORE};
+use std::error::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Registers every mentat SQL function on `con`, sharing `instance`.
+pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
+    con.register_table_function_with_extra_info::<Transact, _>("mentat_transact", instance)?;
+    con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
+    Ok(())
+}
+
+fn instance_of(ptr: *const Arc<Instance>) -> Res<Arc<Instance>> {
+    // SAFETY: DuckDB stores the Arc we registered as extra info for the lifetime of the function.
+    unsafe { ptr.as_ref() }.cloned().ok_or_else(|| "mentat: missing extension state".into())
+}
+
+fn store_param(bind: &BindInfo) -> Res<StoreName> {
+    let name = bind.get_named_parameter("store").map(|v| v.to_string()).unwrap_or_else(|| DEFAULT_STORE.to_string());
+    Ok(StoreName::parse(&name)?)
+}
+
+/// Writes `x` at row `i` of a flat vector whose physical type is `T`.
+fn put<T: Copy>(v: &mut duckdb::core::FlatVector<'_>, i: usize, x: T) {
+    assert!(i < v.capacity(), "row {i} past the vector's capacity");
+    // SAFETY: callers pass the Rust type matching the column's DuckDB type (i64 for BIGINT and TIMESTAMPTZ,
+    // bool for BOOLEAN); the index is checked above.
+    unsafe { v.as_mut_slice::<T>()[i] = x };
+}
+
+fn varchar() -> LogicalTypeHandle {
+    LogicalTypeHandle::from(LogicalTypeId::Varchar)
+}
+fn bigint() -> LogicalTypeHandle {
+    LogicalTypeHandle::from(LogicalTypeId::Bigint)
+}
+fn boolean() -> LogicalTypeHandle {
+    LogicalTypeHandle::from(LogicalTypeId::Boolean)
+}
+
+/// `mentat_transact(edn VARCHAR [, store := 'schema' | 'catalog.schema'])`
+///
+/// Runs one transaction of EDN tx data (Datomic's `transact`: list and map forms, tempids, lookup refs,
+/// upserts, `:db/retractEntity`, `:db/cas`, schema installation) against the store, creating the store on first
+/// use. The transaction is committed on its own, on mentat's own connection, as Datomic's `transact` is: it is
+/// durable when the call returns and is not undone by a ROLLBACK of the caller's transaction. On error nothing
+/// is written and the error names the offending form.
+///
+/// Returns one row: `tx BIGINT` (the transaction's entid), `tx_instant TIMESTAMPTZ`, `datoms BIGINT` (datoms
+/// asserted plus retracted, with the `:db/txInstant` datom), `tempids MAP(VARCHAR, BIGINT)`.
+pub struct Transact;
+
+pub struct TransactBind {
+    instance: Arc<Instance>,
+    edn: String,
+    store: StoreName,
+}
+
+pub struct Once {
+    done: AtomicBool,
+}
+
+impl VTab for Transact {
+    type InitData = Once;
+    type BindData = TransactBind;
+
+    fn bind(bind: &BindInfo) -> Res<TransactBind> {
+        bind.add_result_column("tx", bigint());
+        bind.add_result_column("tx_instant", LogicalTypeHandle::from(LogicalTypeId::TimestampTZ));
+        bind.add_result_column("datoms", bigint());
+        bind.add_result_column("tempids", LogicalTypeHandle::map(&varchar(), &bigint()));
+        let edn = bind.get_parameter(0);
+        if edn.is_null() {
+            return Err("mentat_transact: the transaction is NULL".into());
+        }
+        Ok(TransactBind {
+            instance: instance_of(bind.get_extra_info::<Arc<Instance>>())?,
+            edn: edn.to_string(),
+            store: store_param(bind)?,
+        })
+    }
+
+    fn init(_: &InitInfo) -> Res<Once> {
+        Ok(Once { done: AtomicBool::new(false) })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        if func.get_init_data().done.swap(true, Ordering::SeqCst) {
+            output.set_len(0);
+            return Ok(());
+        }
+        let b = func.get_bind_data();
+        let conn = b.instance.pool.get()?;
+        let store = b.instance.stores.open(&conn, &b.store, true)?;
+        let report = storage::transactor::transact(&conn, &store, &b.edn)?;
+        put::<i64>(&mut output.flat_vector(0), 0, report.tx);
+        put::<i64>(&mut output.flat_vector(1), 0, report.tx_instant);
+        put::<i64>(&mut output.flat_vector(2), 0, report.datoms);
+        let mut map = output.list_vector(3);
+        let n = report.tempids.len();
+        let entries = map.struct_child(n.max(1));
+        let keys = entries.child(0, n.max(1));
+        let mut values = entries.child(1, n.max(1));
+        for (i, (k, e)) in report.tempids.iter().enumerate() {
+            keys.insert(i, k.as_str());
+            put::<i64>(&mut values, i, *e);
+        }
+        map.set_entry(0, 0, n);
+        map.set_len(n);
+        output.set_len(1);
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![varchar()])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), varchar())])
+    }
+}
+
+/// `mentat_schema([store := ...])`: one row per attribute, ordered by entid: `ident VARCHAR`, `entid BIGINT`,
+/// `value_type VARCHAR` (`:db.type/string`, ...), `cardinality VARCHAR` (`:db.cardinality/one|many`), `unique
+/// VARCHAR` (`:db.unique/value|identity` or NULL), `index BOOLEAN`, `fulltext BOOLEAN`, `component BOOLEAN`,
+/// `doc VARCHAR`. Reads the in-memory schema cache (no query). Errors if the store does not exist.
+pub struct SchemaFn;
+
+pub struct SchemaRows {
+    rows: Vec<planner::schema::Attribute>,
+}
+
+pub struct Cursor {
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl VTab for SchemaFn {
+    type InitData = Cursor;
+    type BindData = SchemaRows;
+
+    fn bind(bind: &BindInfo) -> Res<SchemaRows> {
+        for (name, t) in [
+            ("ident", varchar()),
+            ("entid", bigint()),
+            ("value_type", varchar()),
+            ("cardinality", varchar()),
+            ("unique", varchar()),
+            ("index", boolean()),
+            ("fulltext", boolean()),
+            ("component", boolean()),
+            ("doc", varchar()),
+        ] {
+            bind.add_result_column(name, t);
+        }
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let name = store_param(bind)?;
+        let conn = instance.pool.get()?;
+        let store = instance.stores.open(&conn, &name, false)?;
+        let schema = store.schema();
+        Ok(SchemaRows { rows: schema.attributes().into_iter().cloned().collect() })
+    }
+
+    fn init(_: &InitInfo) -> Res<Cursor> {
+        Ok(Cursor { next: Default::default() })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        let rows = &func.get_bind_data().rows;
+        let start = func.get_init_data().next.load(Ordering::SeqCst);
+        let n = rows.len().saturating_sub(start).min(2048);
+        for (i, a) in rows[start..start + n].iter().enumerate() {
+            output.flat_vector(0).insert(i, a.ident.as_str());
+            put::<i64>(&mut output.flat_vector(1), i, a.entid);
+            output.flat_vector(2).insert(i, a.value_type.ident());
+            output.flat_vector(3).insert(i, if a.many { ":db.cardinality/many" } else { ":db.cardinality/one" });
+            match a.unique {
+                Some(planner::schema::Unique::Value) => output.flat_vector(4).insert(i, ":db.unique/value"),
+                Some(planner::schema::Unique::Identity) => output.flat_vector(4).insert(i, ":db.unique/identity"),
+                None => output.flat_vector(4).set_null(i),
+            }
+            put::<bool>(&mut output.flat_vector(5), i, a.index);
+            put::<bool>(&mut output.flat_vector(6), i, a.fulltext);
+            put::<bool>(&mut output.flat_vector(7), i, a.component);
+            match &a.doc {
+                Some(d) => output.flat_vector(8).insert(i, d.as_str()),
+                None => output.flat_vector(8).set_null(i),
+            }
+        }
+        func.get_init_data().next.store(start + n, Ordering::SeqCst);
+        output.set_len(n);
+        Ok(())
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), varchar())])
+    }
+}

@@ -1,0 +1,108 @@
+//! mentat for DuckDB: the loadable extension.
+//!
+//! This crate only registers SQL functions, converts their arguments and results, and maps errors; the logic
+//! lives in `planner` (queries to SQL) and `storage` (layout, schema cache, transactor). Every SQL function of
+//! the extension is registered in [`register`], so the SQL surface reads in one place.
+//!
+//! Supported DuckDB: 1.5.2 and newer (the DuckDB CLI 1.5.x, Python `duckdb` 2.0.x). The extension is built
+//! against C API v1.2.0 plus functions whose slots settled in 1.5.2; loading into an older DuckDB is refused
+//! with an error at `LOAD`.
+
+mod functions;
+mod pool;
+
+use duckdb::ffi;
+use duckdb::Connection;
+use std::error::Error;
+use std::ffi::{c_char, CStr, CString};
+use std::sync::Arc;
+
+/// The C API version whose function table the extension asks for.
+const CAPI_VERSION: &CStr = c"v1.2.0";
+/// The oldest DuckDB release whose function table matches the one this build was compiled against.
+pub const MIN_DUCKDB: (u32, u32, u32) = (1, 5, 2);
+
+/// Per-database-instance state, shared by every function registered into that instance.
+pub struct Instance {
+    pub pool: pool::Pool,
+    pub stores: storage::store::Registry,
+}
+
+/// Parses `v1.5.6` / `1.5.6-dev123` into (1, 5, 6).
+pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.trim_start_matches('v').split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+unsafe fn init(
+    info: ffi::duckdb_extension_info,
+    access: *const ffi::duckdb_extension_access,
+) -> Result<bool, Box<dyn Error>> {
+    let get_api = (*access).get_api.ok_or("DuckDB gave no get_api function")?;
+    let api = get_api(info, CAPI_VERSION.as_ptr()) as *const ffi::duckdb_ext_api_v1;
+    if api.is_null() {
+        return Ok(false); // DuckDB has already said why.
+    }
+    // duckdb_library_version sits in the v0.0.1 part of the table, present in every DuckDB.
+    let version_fn = (*api).duckdb_library_version.ok_or("DuckDB gave no duckdb_library_version")?;
+    let version = CStr::from_ptr(version_fn()).to_string_lossy().into_owned();
+    match parse_version(&version) {
+        Some(v) if v >= MIN_DUCKDB => {}
+        _ => {
+            return Err(format!(
+                "mentat needs DuckDB {}.{}.{} or newer; this is DuckDB {version}",
+                MIN_DUCKDB.0, MIN_DUCKDB.1, MIN_DUCKDB.2
+            )
+            .into())
+        }
+    }
+    if !ffi::duckdb_rs_extension_api_init(info, access, "v1.2.0")? {
+        return Ok(false);
+    }
+    let get_database = (*access).get_database.ok_or("DuckDB gave no get_database function")?;
+    let db = get_database(info);
+    if db.is_null() {
+        return Ok(false);
+    }
+    let con = Connection::open_from_raw((*db).cast())?;
+    let registrar = con.try_clone()?;
+    let instance = Arc::new(Instance { pool: pool::Pool::open(con, pool::SIZE)?, stores: Default::default() });
+    functions::register(&registrar, &instance)?;
+    Ok(true)
+}
+
+/// The entry point DuckDB calls on `LOAD mentat` (C API extensions are named `<name>_init_c_api`).
+///
+/// # Safety
+/// Called by DuckDB with valid `info` and `access` pointers.
+#[no_mangle]
+pub unsafe extern "C" fn mentat_init_c_api(
+    info: ffi::duckdb_extension_info,
+    access: *const ffi::duckdb_extension_access,
+) -> bool {
+    let outcome = std::panic::catch_unwind(|| unsafe { init(info, access) });
+    let message = match outcome {
+        Ok(Ok(loaded)) => return loaded,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "mentat panicked while loading".to_string(),
+    };
+    if let Some(set_error) = (*access).set_error {
+        let msg = CString::new(message.replace('\0', " ")).unwrap_or_default();
+        set_error(info, msg.as_ptr() as *const c_char);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("v1.5.6"), Some((1, 5, 6)));
+        assert_eq!(parse_version("v2.0.1-dev12"), Some((2, 0, 1)));
+        assert!(parse_version("v1.5.1").unwrap() < MIN_DUCKDB);
+        assert!(parse_version("v2.0.0").unwrap() >= MIN_DUCKDB);
+        assert_eq!(parse_version("garbage"), None);
+    }
+}

@@ -1,0 +1,668 @@
+//! Stage 2: the `:where` clauses, walked with the schema, become an [`Algebra`]: the FROM items
+//! (one per data pattern, input relation, `or` or left-joined lookup), the filters, and for every
+//! variable the SQL expression that binds it and its type (Mentat's "algebrizer").
+//!
+//! * Idents and keyword constants are resolved to entids here, from the in-memory schema: the
+//!   emitted statement never looks them up.
+//! * A variable's first binding is its primary binding; every later binding becomes an equality
+//!   (a join). Scalar inputs stay constants and are inlined at each use; collection inputs become
+//!   `IN (...)` filters when a data pattern binds the variable, else a VALUES list.
+//! * Patterns whose constants cannot match the schema's types prune the query to an empty result
+//!   ([`Algebra::empty`] says why), as Mentat does.
+//! * Clauses run patterns first, then predicates, functions, `not` and `or` as soon as the
+//!   variables they need are bound (Datomic requires this order in the text; we accept any order and
+//!   report the variable that is never bound).
+
+mod functions;
+mod logic;
+
+use crate::error::{show, PlanError};
+use crate::inputs::Inputs;
+use crate::joins;
+use crate::parse::{Clause, Term, Var};
+use crate::schema::{Attribute, ValueType};
+use crate::source::Ctx;
+use crate::sql::{Expr, FromItem, JoinKind, Name, Query, Select, TableSource};
+use crate::types::{literal, scalar_constant, Constant, Ty};
+use edn_format::Value;
+use std::collections::BTreeMap;
+
+/// The bound plan of a `:where` (or of one `or`/`not` branch).
+#[derive(Clone, Debug, Default)]
+pub struct Algebra {
+    pub sources: Vec<Source>,
+    /// Conditions on the sources (joins, constants, predicates).
+    pub filters: Vec<Expr>,
+    /// Every variable bound in this scope.
+    pub bindings: BTreeMap<Var, VarBinding>,
+    /// Functional dependencies from computed bindings: these inputs determine that output.
+    pub fds: Vec<(Vec<Var>, Var)>,
+    /// Why the result is known to be empty, if it is.
+    pub empty: Option<String>,
+}
+
+/// How a variable is bound.
+#[derive(Clone, Debug)]
+pub enum VarBinding {
+    /// A column or computed expression.
+    Expr(TExpr),
+    /// A scalar input or `ground` constant, inlined at each use.
+    Const(Constant),
+    /// A collection input not yet placed (an `IN` list or a VALUES list).
+    Pending(Vec<Constant>),
+}
+
+/// A typed SQL expression.
+#[derive(Clone, Debug)]
+pub struct TExpr {
+    pub expr: Expr,
+    pub ty: Ty,
+    /// The type came from input constants and may be refined by the first pattern that binds the
+    /// variable (a keyword input joined with a ref column becomes an entid).
+    pub refinable: bool,
+}
+
+impl TExpr {
+    pub fn new(expr: Expr, ty: Ty) -> TExpr {
+        TExpr { expr, ty, refinable: false }
+    }
+}
+
+/// One FROM item with what the key analysis needs.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub item: FromItem,
+    /// Given these variables, at most one row of this source matches (None: no such proof).
+    pub key: Option<Vec<Var>>,
+    /// The variables bound by this source's columns.
+    pub vars: Vec<Var>,
+    /// Must stay after the items it references (LEFT and LATERAL joins).
+    pub pinned: bool,
+    /// Input rows, typed when the scope is finished.
+    pub values: Option<ValuesInput>,
+}
+
+/// Constant rows of a VALUES source, one column per variable.
+#[derive(Clone, Debug)]
+pub struct ValuesInput {
+    pub vars: Vec<Var>,
+    pub rows: Vec<Vec<Constant>>,
+}
+
+/// A scope: the top level, or an `or`/`not` branch that sees some outer bindings.
+pub(crate) struct Scope {
+    pub alg: Algebra,
+    /// Bindings visible from the enclosing scope.
+    outer: BTreeMap<Var, VarBinding>,
+    /// Whether a local binding of an outer variable adds an equality with the outer binding
+    /// (`not`, whose body is a correlated NOT EXISTS) or stays local (`or`, whose outputs are joined
+    /// by the caller).
+    correlate: bool,
+}
+
+/// Algebrizes the `:where` clauses of a query, given its inputs.
+pub fn algebrize(ctx: &Ctx, clauses: &[Clause], inputs: &Inputs) -> Result<Algebra, PlanError> {
+    let mut scope = Scope { alg: Algebra::default(), outer: BTreeMap::new(), correlate: false };
+    let no_form = Value::Vector(vec![]);
+    for (v, c) in &inputs.scalars {
+        scope.bind_const(ctx, v, c.clone(), &no_form)?;
+    }
+    for (v, list) in &inputs.collections {
+        if scope.is_bound(v) {
+            scope.add_values(ctx, vec![Some(v.clone())], list.iter().map(|c| vec![c.clone()]).collect())?;
+        } else {
+            scope.alg.bindings.insert(v.clone(), VarBinding::Pending(list.clone()));
+        }
+    }
+    for (vars, rows) in &inputs.relations {
+        scope.add_values(ctx, vars.clone(), rows.clone())?;
+    }
+    scope.run(ctx, clauses)?;
+    Ok(scope.alg)
+}
+
+impl Scope {
+    pub(crate) fn child(outer: BTreeMap<Var, VarBinding>, correlate: bool) -> Scope {
+        Scope { alg: Algebra::default(), outer, correlate }
+    }
+
+    /// The binding of a variable visible here (local first, then outer).
+    pub(crate) fn lookup(&self, v: &Var) -> Option<&VarBinding> {
+        self.alg.bindings.get(v).or_else(|| self.outer.get(v))
+    }
+
+    pub(crate) fn is_bound(&self, v: &Var) -> bool {
+        self.lookup(v).is_some()
+    }
+
+    /// Every binding visible here.
+    pub(crate) fn visible(&self) -> BTreeMap<Var, VarBinding> {
+        let mut all = self.outer.clone();
+        all.extend(self.alg.bindings.iter().map(|(k, v)| (k.clone(), v.clone())));
+        all
+    }
+
+    pub(crate) fn prune(&mut self, reason: String) {
+        if self.alg.empty.is_none() {
+            self.alg.empty = Some(reason);
+        }
+    }
+
+    /// Runs clauses: patterns first, then the others as their inputs become bound.
+    pub(crate) fn run(&mut self, ctx: &Ctx, clauses: &[Clause]) -> Result<(), PlanError> {
+        let (patterns, mut rest): (Vec<&Clause>, Vec<&Clause>) = clauses.iter().partition(|c| matches!(c, Clause::Pattern { .. }));
+        for p in patterns {
+            if let Clause::Pattern { terms, form } = p {
+                self.pattern(ctx, terms, form)?;
+            }
+        }
+        self.place_pending(ctx)?;
+        while !rest.is_empty() {
+            let ready = rest.iter().position(|c| !matches!(c, Clause::Or { .. }) && self.missing_var(c).is_none());
+            let ready = ready.or_else(|| rest.iter().position(|c| self.missing_var(c).is_none()));
+            match ready {
+                Some(i) => {
+                    let c = rest.remove(i);
+                    self.clause(ctx, c)?;
+                    self.place_pending(ctx)?;
+                }
+                None => {
+                    let c = rest[0];
+                    let (var, why) = self.missing_var(c).unwrap_or((Var(String::new()), ""));
+                    return Err(PlanError::unbound(&var.0, clause_form(c), why));
+                }
+            }
+        }
+        self.finish(ctx)
+    }
+
+    fn clause(&mut self, ctx: &Ctx, c: &Clause) -> Result<(), PlanError> {
+        match c {
+            Clause::Pattern { terms, form } => self.pattern(ctx, terms, form),
+            Clause::Predicate(call) => self.predicate(ctx, call),
+            Clause::Function { call, binding } => self.function(ctx, call, binding),
+            Clause::Not { join, clauses, form } => self.not(ctx, join.as_deref(), clauses, form),
+            Clause::Or { join, branches, form } => self.or(ctx, join.as_ref(), branches, form),
+            Clause::RuleCall { form } => Err(PlanError::unsupported(form, "rules are not supported yet")),
+        }
+    }
+
+    /// The first variable a clause needs bound that is not, with the rule that needs it.
+    fn missing_var(&self, c: &Clause) -> Option<(Var, &'static str)> {
+        let needed: Vec<Var> = match c {
+            Clause::Pattern { .. } | Clause::RuleCall { .. } => vec![],
+            Clause::Predicate(call) | Clause::Function { call, .. } => call_vars(call),
+            Clause::Not { join: None, clauses, .. } => logic::mentioned(clauses),
+            Clause::Not { join: Some(vars), .. } => vars.clone(),
+            Clause::Or { join: Some(j), .. } => j.required.clone(),
+            Clause::Or { join: None, .. } => vec![],
+        };
+        let why = match c {
+            Clause::Not { join: None, .. } => "not requires all its variables to be bound; use not-join for local ones",
+            Clause::Not { .. } => "not-join requires its join variables to be bound",
+            Clause::Or { .. } => "or-join requires its bracketed variables to be bound",
+            _ => "function and predicate arguments must be bound",
+        };
+        needed.into_iter().find(|v| !self.is_bound(v)).map(|v| (v, why))
+    }
+
+    /// Adds a FROM item.
+    pub(crate) fn add_source(&mut self, alias: Name, source: TableSource, key: Option<Vec<Var>>, vars: Vec<Var>) {
+        let item = FromItem { source, alias, kind: JoinKind::Inner, lateral: false, on: vec![] };
+        self.alg.sources.push(Source { item, key, vars, pinned: false, values: None });
+    }
+
+    /// Binds a variable to a column (or other expression) of a source: the first binding is
+    /// primary, later ones add equalities; constants and pending inputs become filters.
+    pub(crate) fn bind(&mut self, ctx: &Ctx, var: &Var, bound: TExpr, form: &Value) -> Result<(), PlanError> {
+        let existing = match self.alg.bindings.get(var) {
+            Some(b) => Some(b.clone()),
+            None if self.correlate => self.outer.get(var).cloned(),
+            None => None,
+        };
+        let local = self.alg.bindings.contains_key(var);
+        match existing {
+            None => {}
+            Some(VarBinding::Const(c)) => match coerce(ctx, &c, &bound.ty) {
+                Some(lit) => self.alg.filters.push(Expr::eq(bound.expr.clone(), lit)),
+                None => self.prune(format!("{var} is {} but must be {}", show_constant(&c), bound.ty.name())),
+            },
+            Some(VarBinding::Pending(list)) => {
+                let mut lits: Vec<Expr> = Vec::new();
+                for lit in list.iter().filter_map(|c| coerce(ctx, c, &bound.ty)) {
+                    if !lits.contains(&lit) {
+                        lits.push(lit);
+                    }
+                }
+                match lits.len() {
+                    0 => self.prune(format!("no input value of {var} is a {}", bound.ty.name())),
+                    1 => self.alg.filters.push(Expr::eq(bound.expr.clone(), lits.remove(0))),
+                    _ => self.alg.filters.push(Expr::InList(Box::new(bound.expr.clone()), lits)),
+                }
+            }
+            Some(VarBinding::Expr(prev)) => {
+                let joined = match (prev.refinable, bound.refinable) {
+                    (true, _) => Some(bound.ty.clone()),
+                    (false, true) => Some(prev.ty.clone()),
+                    (false, false) => prev.ty.join(&bound.ty),
+                };
+                match joined {
+                    Some(ty) => {
+                        self.alg.filters.push(equate(&prev, &bound));
+                        if local {
+                            let refined = TExpr { expr: prev.expr.clone(), ty, refinable: false };
+                            self.alg.bindings.insert(var.clone(), VarBinding::Expr(refined));
+                        }
+                    }
+                    None => self.prune(format!("{var} cannot be both {} and {} in {}", prev.ty.name(), bound.ty.name(), show(form))),
+                }
+                if local {
+                    return Ok(());
+                }
+            }
+        }
+        self.alg.bindings.insert(var.clone(), VarBinding::Expr(bound));
+        Ok(())
+    }
+
+    /// A data pattern `[e a v tx added]`.
+    fn pattern(&mut self, ctx: &Ctx, terms: &[Term], form: &Value) -> Result<(), PlanError> {
+        let mut t: Vec<Term> = terms.to_vec();
+        t.resize(5, Term::Blank);
+        if t[4] != Term::Blank && !ctx.history() {
+            return Err(PlanError::unsupported(form, "the added position of a 5-place pattern needs a history query"));
+        }
+        let attr = match &t[1] {
+            Term::Const(c) => Some(self.attribute(ctx, c, form)?),
+            Term::Var(v) => match self.lookup(v) {
+                Some(VarBinding::Const(c)) => {
+                    let c = constant_value(c);
+                    Some(self.attribute(ctx, &c, form)?)
+                }
+                _ => None,
+            },
+            Term::Blank => None,
+            Term::Src => return Err(PlanError::syntax(form, "a source cannot be an attribute")),
+        };
+        match attr {
+            Some((attr, reverse)) => {
+                if reverse {
+                    if attr.value_type != ValueType::Ref {
+                        return Err(PlanError::type_mismatch(form, format!("reverse attribute of {}, which is not a ref", attr.ident)));
+                    }
+                    t.swap(0, 2);
+                }
+                self.attribute_pattern(ctx, &attr, &t, form)
+            }
+            None => self.any_attribute_pattern(ctx, &t, form),
+        }
+    }
+
+    /// Resolves an attribute constant: `(attribute, reversed)`.
+    fn attribute(&self, ctx: &Ctx, c: &Value, form: &Value) -> Result<(Attribute, bool), PlanError> {
+        match c {
+            Value::Keyword(k) => {
+                let (ident, reverse) = match (k.namespace(), k.name().strip_prefix('_')) {
+                    (Some(ns), Some(name)) => (format!(":{ns}/{name}"), true),
+                    _ => (show(c), false),
+                };
+                match ctx.schema.attribute_by_ident(&ident) {
+                    Some(a) => Ok((a.clone(), reverse)),
+                    None => Err(PlanError::UnknownAttribute { ident: show(c), form: show(form) }),
+                }
+            }
+            Value::Integer(i) => match ctx.schema.attribute(*i) {
+                Some(a) => Ok((a.clone(), false)),
+                None => Err(PlanError::UnknownAttribute { ident: i.to_string(), form: show(form) }),
+            },
+            other => Err(PlanError::syntax(form, format!("{} is not an attribute", show(other)))),
+        }
+    }
+
+    fn attribute_pattern(&mut self, ctx: &Ctx, attr: &Attribute, t: &[Term], form: &Value) -> Result<(), PlanError> {
+        let alias = ctx.alias("t");
+        // Term positions 0, 2, 3, 4 are the columns e, v, tx, added (1 is the attribute).
+        let mut cols: Vec<(usize, &str, Ty)> = vec![(0, "e", Ty::REF), (2, "v", Ty::Value(attr.value_type)), (3, "tx", Ty::REF)];
+        if ctx.history() {
+            cols.push((4, "added", Ty::BOOLEAN));
+        }
+        let key_cols: &[usize] = match (ctx.history(), attr.many) {
+            (true, _) => &[0, 2, 3, 4],
+            (false, true) => &[0, 2],
+            (false, false) => &[0],
+        };
+        let mut value_terms = t.to_vec();
+        value_terms[1] = Term::Blank;
+        self.add_source(alias.clone(), ctx.datoms(attr.entid), key_of(t, key_cols), vars_of(&value_terms));
+        for (i, col, ty) in cols {
+            self.bind_term(ctx, &t[i], TExpr::new(Expr::col(&alias, col), ty), form)?;
+        }
+        Ok(())
+    }
+
+    /// `[?e ?a ?v]` with the attribute unknown: a UNION ALL over the attributes whose type can match.
+    fn any_attribute_pattern(&mut self, ctx: &Ctx, t: &[Term], form: &Value) -> Result<(), PlanError> {
+        let v_constraint: Option<Ty> = match &t[2] {
+            Term::Var(v) => match self.lookup(v) {
+                Some(VarBinding::Expr(te)) if !te.refinable => Some(te.ty.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let v_const = match &t[2] {
+            Term::Const(c) => Some(self.constant(ctx, c, form)?),
+            _ => None,
+        };
+        let attrs: Vec<&Attribute> = ctx
+            .schema
+            .attributes()
+            .into_iter()
+            .filter(|a| v_constraint.as_ref().is_none_or(|ty| ty.join(&Ty::Value(a.value_type)).is_some()))
+            .filter(|a| v_const.as_ref().is_none_or(|c| coerce(ctx, c, &Ty::Value(a.value_type)).is_some()))
+            .collect();
+        if attrs.is_empty() {
+            self.prune(format!("no attribute can match {}", show(form)));
+            return self.bind_blank_union(ctx, t, form);
+        }
+        let first = attrs[0].value_type;
+        let v_ty = if attrs.iter().all(|a| a.value_type == first) {
+            Ty::Value(first)
+        } else if attrs.iter().all(|a| a.value_type.sql_type() == first.sql_type()) {
+            if first.sql_type() == "BIGINT" {
+                Ty::REF
+            } else {
+                Ty::Mixed
+            }
+        } else {
+            Ty::Mixed
+        };
+        let cast = attrs.iter().any(|a| a.value_type.sql_type() != v_ty.sql_type());
+        let d = Name::new("d");
+        let parts = attrs
+            .iter()
+            .map(|a| {
+                let v = if cast { Expr::col(&d, "v").cast("VARCHAR") } else { Expr::col(&d, "v") };
+                let mut items = vec![(Expr::col(&d, "e"), Some("e".to_string())), (Expr::int(a.entid), Some("a".into())), (v, Some("v".into())), (Expr::col(&d, "tx"), Some("tx".into()))];
+                if ctx.history() {
+                    items.push((Expr::col(&d, "added"), Some("added".into())));
+                }
+                let from = vec![FromItem { source: ctx.datoms(a.entid), alias: d.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }];
+                Query::Select(Box::new(Select { items, from, ..Default::default() }))
+            })
+            .collect();
+        let alias = ctx.alias("t");
+        let union = TableSource::Subquery(Box::new(Query::Union { all: true, parts }));
+        let key_cols: &[usize] = if ctx.history() { &[0, 1, 2, 3, 4] } else { &[0, 1, 2] };
+        self.add_source(alias.clone(), union, key_of(t, key_cols), vars_of(t));
+        let cols = [("e", Ty::REF), ("a", Ty::REF), ("v", v_ty), ("tx", Ty::REF), ("added", Ty::BOOLEAN)];
+        for (i, (col, ty)) in cols.into_iter().enumerate() {
+            if col == "added" && !ctx.history() {
+                continue;
+            }
+            self.bind_term(ctx, &t[i], TExpr::new(Expr::col(&alias, col), ty), form)?;
+        }
+        Ok(())
+    }
+
+    /// Binds the variables of a pruned unbound-attribute pattern to typed NULLs so that projection
+    /// still has a typed column.
+    fn bind_blank_union(&mut self, ctx: &Ctx, t: &[Term], form: &Value) -> Result<(), PlanError> {
+        let tys = [Ty::REF, Ty::REF, Ty::Mixed, Ty::REF, Ty::BOOLEAN];
+        for (term, ty) in t.iter().zip(tys) {
+            if let Term::Var(v) = term {
+                if !self.is_bound(v) {
+                    let null = Expr::Lit(crate::sql::Lit::Null).cast(&ty.sql_type());
+                    self.bind(ctx, v, TExpr::new(null, ty), form)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds one pattern position.
+    fn bind_term(&mut self, ctx: &Ctx, term: &Term, col: TExpr, form: &Value) -> Result<(), PlanError> {
+        match term {
+            Term::Blank => Ok(()),
+            Term::Var(v) => self.bind(ctx, v, col, form),
+            Term::Const(c) => {
+                let c = self.constant(ctx, c, form)?;
+                match coerce(ctx, &c, &col.ty) {
+                    Some(lit) => self.alg.filters.push(Expr::eq(col.expr, lit)),
+                    None => self.prune(format!("{} cannot be a {} in {}", show_constant(&c), col.ty.name(), show(form))),
+                }
+                Ok(())
+            }
+            Term::Src => Err(PlanError::syntax(form, "a source variable inside a pattern")),
+        }
+    }
+
+    /// Reads a constant, including lookup refs `[:unique/attr value]`.
+    pub(crate) fn constant(&self, ctx: &Ctx, v: &Value, form: &Value) -> Result<Constant, PlanError> {
+        read_constant(ctx, v, form)
+    }
+
+    /// Places collection inputs that no pattern bound: each becomes a one-column VALUES source.
+    fn place_pending(&mut self, ctx: &Ctx) -> Result<(), PlanError> {
+        let pending: Vec<(Var, Vec<Constant>)> = self
+            .alg
+            .bindings
+            .iter()
+            .filter_map(|(v, b)| match b {
+                VarBinding::Pending(list) => Some((v.clone(), list.clone())),
+                _ => None,
+            })
+            .collect();
+        for (var, list) in pending {
+            self.alg.bindings.remove(&var);
+            self.add_values(ctx, vec![Some(var)], list.into_iter().map(|c| vec![c]).collect())?;
+        }
+        Ok(())
+    }
+
+    /// Adds a VALUES source binding these variables (`None` columns are `_` and dropped). Rows are
+    /// deduplicated (inputs are sets) and typed when the scope finishes.
+    pub(crate) fn add_values(&mut self, ctx: &Ctx, vars: Vec<Option<Var>>, rows: Vec<Vec<Constant>>) -> Result<(), PlanError> {
+        let keep: Vec<usize> = (0..vars.len()).filter(|i| vars[*i].is_some()).collect();
+        let vars: Vec<Var> = vars.into_iter().flatten().collect();
+        let mut kept: Vec<Vec<Constant>> = Vec::new();
+        for row in rows {
+            let row: Vec<Constant> = keep.iter().filter_map(|i| row.get(*i).cloned()).collect();
+            if !kept.contains(&row) {
+                kept.push(row);
+            }
+        }
+        if kept.is_empty() {
+            self.prune(format!("the input for {} is empty", vars.iter().map(|v| v.0.clone()).collect::<Vec<_>>().join(" ")));
+        }
+        let alias = ctx.alias("in");
+        let columns: Vec<Name> = (0..vars.len()).map(|i| Name::new(&format!("c{i}"))).collect();
+        let values = ValuesInput { vars: vars.clone(), rows: kept };
+        let item = FromItem { source: TableSource::Values { rows: vec![], columns: columns.clone() }, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] };
+        self.alg.sources.push(Source { item, key: Some(vars.clone()), vars: vars.clone(), pinned: false, values: Some(values) });
+        for (i, var) in vars.iter().enumerate() {
+            let ty = self.values_column_type(i);
+            let te = TExpr { expr: Expr::Col(alias.clone(), columns[i].clone()), ty, refinable: true };
+            // A var bound both by an earlier clause and by these values joins as usual.
+            self.bind(ctx, var, te, &Value::Vector(vec![]))?;
+        }
+        Ok(())
+    }
+
+    /// The natural type of column `i` of the last VALUES source (the first row's constant).
+    fn values_column_type(&self, i: usize) -> Ty {
+        self.alg
+            .sources
+            .last()
+            .and_then(|s| s.values.as_ref())
+            .and_then(|v| v.rows.first())
+            .and_then(|r| r.get(i))
+            .map(Constant::natural_type)
+            .unwrap_or(Ty::Mixed)
+    }
+
+    /// Types the VALUES rows with the final types of their variables.
+    fn finish(&mut self, ctx: &Ctx) -> Result<(), PlanError> {
+        for i in 0..self.alg.sources.len() {
+            let Some(values) = self.alg.sources[i].values.take() else { continue };
+            let tys: Vec<Ty> = values
+                .vars
+                .iter()
+                .map(|v| match self.alg.bindings.get(v) {
+                    Some(VarBinding::Expr(te)) => te.ty.clone(),
+                    _ => Ty::Mixed,
+                })
+                .collect();
+            let mut rows = Vec::new();
+            for row in &values.rows {
+                let typed: Option<Vec<Expr>> = row.iter().zip(&tys).map(|(c, ty)| coerce(ctx, c, ty)).collect();
+                match typed {
+                    Some(r) => rows.push(r),
+                    None => {
+                        let forms: Vec<String> = row.iter().map(show_constant).collect();
+                        let types: Vec<String> = tys.iter().map(Ty::name).collect();
+                        return Err(PlanError::BadInput { form: format!("[{}]", forms.join(" ")), message: format!("input values must be of types {}", types.join(", ")) });
+                    }
+                }
+            }
+            if let TableSource::Values { rows: r, .. } = &mut self.alg.sources[i].item.source {
+                *r = rows;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The equality of two bindings of one variable; the mixed fallback compares as text.
+fn equate(a: &TExpr, b: &TExpr) -> Expr {
+    let text = |t: &TExpr, other: &TExpr| {
+        if other.ty == Ty::Mixed && t.ty.sql_type() != "VARCHAR" {
+            t.expr.clone().cast("VARCHAR")
+        } else {
+            t.expr.clone()
+        }
+    };
+    Expr::eq(text(a, b), text(b, a))
+}
+
+fn vars_of(t: &[Term]) -> Vec<Var> {
+    t.iter()
+        .filter_map(|x| match x {
+            Term::Var(v) => Some(v.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The key variables of a source from the terms at its key positions: constants are fixed, `_`
+/// means no key.
+fn key_of(t: &[Term], cols: &[usize]) -> Option<Vec<Var>> {
+    let mut key = Vec::new();
+    for i in cols {
+        match &t[*i] {
+            Term::Var(v) => key.push(v.clone()),
+            Term::Const(_) => {}
+            Term::Blank | Term::Src => return None,
+        }
+    }
+    Some(key)
+}
+
+fn call_vars(call: &crate::parse::Call) -> Vec<Var> {
+    call.args
+        .iter()
+        .filter_map(|a| match a {
+            Term::Var(v) => Some(v.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn clause_form(c: &Clause) -> &Value {
+    match c {
+        Clause::Pattern { form, .. } | Clause::Not { form, .. } | Clause::Or { form, .. } | Clause::RuleCall { form } => form,
+        Clause::Predicate(call) | Clause::Function { call, .. } => &call.form,
+    }
+}
+
+/// Reads an EDN constant; a two-element vector starting with a unique attribute is a lookup ref.
+pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Constant, PlanError> {
+    match v {
+        Value::Vector(items) => match items.as_slice() {
+            [Value::Keyword(_), value] => {
+                let ident = show(&items[0]);
+                let attr = ctx.schema.attribute_by_ident(&ident).ok_or_else(|| PlanError::UnknownAttribute { ident: ident.clone(), form: show(form) })?;
+                if attr.unique.is_none() {
+                    return Err(PlanError::syntax(v, format!("lookup ref attribute {ident} is not unique")));
+                }
+                let value = read_constant(ctx, value, form)?;
+                Ok(Constant::LookupRef { attr: attr.entid, value: Box::new(value) })
+            }
+            _ => Err(PlanError::syntax(v, "a vector constant must be a lookup ref [:unique/attr value]")),
+        },
+        other => scalar_constant(other),
+    }
+}
+
+/// The SQL literal (or lookup subquery) of a constant in a position of type `ty`, or None when the
+/// constant can never equal a value of that type.
+pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
+    use ValueType as T;
+    match (ty, c) {
+        (Ty::Value(T::Ref), Constant::Long(i)) => Some(Expr::int(*i)),
+        (Ty::Value(T::Ref), Constant::Keyword(k)) => ctx.schema.entid(k).map(Expr::int),
+        (Ty::Value(T::Ref), Constant::LookupRef { attr, value }) => {
+            let a = ctx.schema.attribute(*attr)?;
+            let v = coerce(ctx, value, &Ty::Value(a.value_type))?;
+            let lr = ctx.alias("lr");
+            let q = Select {
+                items: vec![(Expr::col(&lr, "e"), None)],
+                from: vec![FromItem { source: ctx.datoms(*attr), alias: lr.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }],
+                filters: vec![Expr::eq(Expr::col(&lr, "v"), v)],
+                ..Default::default()
+            };
+            Some(Expr::Subquery(Box::new(Query::Select(Box::new(q)))))
+        }
+        (Ty::Value(T::Long), Constant::Long(_))
+        | (Ty::Value(T::Double), Constant::Double(_))
+        | (Ty::Value(T::String | T::Uri), Constant::String(_))
+        | (Ty::Value(T::Keyword), Constant::Keyword(_))
+        | (Ty::Value(T::Boolean), Constant::Boolean(_))
+        | (Ty::Value(T::Instant), Constant::Instant(_))
+        | (Ty::Value(T::Uuid), Constant::Uuid(_)) => literal(c),
+        (Ty::Value(T::Double), Constant::Long(i)) => Some(Expr::Lit(crate::sql::Lit::Double(*i as f64))),
+        (Ty::Mixed, c) => c.text().map(|t| Expr::str(&t)),
+        _ => None,
+    }
+}
+
+/// A constant as EDN text, for messages.
+pub(crate) fn show_constant(c: &Constant) -> String {
+    show(&constant_value(c))
+}
+
+/// A constant back as an EDN value.
+pub(crate) fn constant_value(c: &Constant) -> Value {
+    match c {
+        Constant::Boolean(b) => Value::Boolean(*b),
+        Constant::Long(i) => Value::Integer(*i),
+        Constant::Double(d) => Value::from(*d),
+        Constant::String(s) => Value::String(s.clone()),
+        Constant::Keyword(k) => crate::parse::keyword(k),
+        Constant::Instant(s) | Constant::Uuid(s) => Value::String(s.clone()),
+        Constant::LookupRef { attr, value } => Value::Vector(vec![Value::Integer(*attr), constant_value(value)]),
+    }
+}
+
+/// The FROM/WHERE body of an algebra as a SELECT without items (joins ordered and placed).
+pub(crate) fn body(alg: &Algebra) -> Select {
+    joins::body(&alg.sources, &alg.filters)
+}
+
+/// Shared check for function arguments that must be numbers.
+pub(crate) fn require_numeric(t: &TExpr, form: &Value) -> Result<(), PlanError> {
+    if t.ty.is_numeric() || t.ty == Ty::Mixed {
+        Ok(())
+    } else {
+        Err(PlanError::type_mismatch(form, format!("expected a number, got a {}", t.ty.name())))
+    }
+}

@@ -1,0 +1,194 @@
+//! Stage 3: projection. The find spec, `:with`, aggregates, `:order`, `:limit` and `:offset` over an
+//! [`Algebra`] become one SELECT statement.
+//!
+//! Set semantics follow Datomic: a relation is a set of tuples, so the statement is `SELECT
+//! DISTINCT` unless [`crate::keys`] proves the rows distinct already. Aggregates see the set of
+//! (find variables + `:with` variables) tuples: when that set is provably the join's rows the
+//! statement aggregates directly (`count(*)`, no DISTINCT); otherwise it aggregates over a `SELECT
+//! DISTINCT` of those variables. Ordering by a variable outside `:find` makes it part of that set,
+//! like `:with`. An aggregate without grouping variables over no rows returns no row (Datomic
+//! returns an empty result), via `HAVING count(*) > 0`.
+
+use crate::algebrize::{Algebra, TExpr, VarBinding};
+use crate::error::PlanError;
+use crate::joins;
+use crate::keys::unique_over;
+use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
+use crate::sql::{BinOp, Expr, FromItem, JoinKind, Name, Query as SqlQuery, Select, TableSource};
+use crate::source::Ctx;
+use crate::types::{Constant, Ty};
+use crate::{CompiledQuery, FindKind, OutputColumn};
+
+/// Builds the statement for a query over its algebra.
+pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, PlanError> {
+    let elems = query.find.elements();
+    let find_vars: Vec<Var> = elems.iter().filter_map(|e| if let FindElem::Var(v) = e { Some(v.clone()) } else { None }).collect();
+    let aggs: Vec<&Aggregate> = elems.iter().filter_map(|e| if let FindElem::Aggregate(a) = e { Some(a) } else { None }).collect();
+    // The variables of the tuple set: find, aggregated, :with and :order variables.
+    let mut set_vars: Vec<Var> = Vec::new();
+    let order_vars = query.order.iter().map(|o| &o.var);
+    for v in find_vars.iter().chain(aggs.iter().map(|a| &a.var)).chain(&query.with).chain(order_vars) {
+        if !set_vars.contains(v) {
+            set_vars.push(v.clone());
+        }
+    }
+    let mut exprs: Vec<TExpr> = Vec::new();
+    for v in &set_vars {
+        exprs.push(var_expr(ctx, alg, v)?);
+    }
+    if !aggs.is_empty() {
+        if let Some(o) = query.order.iter().find(|o| !find_vars.contains(&o.var)) {
+            return Err(PlanError::unsupported(&symbol(&o.var.0), "with aggregates, :order takes grouping variables of :find"));
+        }
+    }
+    let unique = unique_over(alg, &set_vars);
+    let mut base = joins::body(&alg.sources, &alg.filters);
+    if alg.empty.is_some() {
+        base.filters.push(Expr::bool(false));
+    }
+    let extra = set_vars.len() > find_vars.len() + aggs.len();
+    let one_level = if aggs.is_empty() { !extra } else { unique };
+    // How the final SELECT reads each set variable.
+    let (mut select, read): (Select, Vec<TExpr>) = if one_level {
+        (base, exprs)
+    } else {
+        let names: Vec<Name> = (0..exprs.len()).map(|i| Name::new(&format!("c{i}"))).collect();
+        let mut inner = base;
+        inner.distinct = !unique;
+        inner.items = exprs.iter().zip(&names).map(|(e, n)| (e.expr.clone(), Some(n.as_str().to_string()))).collect();
+        let q = Name::new("q");
+        let outer = Select {
+            from: vec![FromItem { source: TableSource::Subquery(Box::new(SqlQuery::Select(Box::new(inner)))), alias: q.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }],
+            ..Default::default()
+        };
+        let read = exprs.iter().zip(&names).map(|(e, n)| TExpr::new(Expr::Col(q.clone(), n.clone()), e.ty.clone())).collect();
+        (outer, read)
+    };
+    let lookup = |v: &Var| -> TExpr {
+        let i = set_vars.iter().position(|x| x == v).unwrap_or(0);
+        read[i].clone()
+    };
+    let mut columns = Vec::new();
+    let mut items = Vec::new();
+    for (i, e) in elems.iter().enumerate() {
+        let (expr, ty, default_name) = match e {
+            FindElem::Var(v) => {
+                let t = lookup(v);
+                (t.expr, t.ty, v.bare().to_string())
+            }
+            FindElem::Aggregate(a) => {
+                let (expr, ty) = aggregate(alg, a, lookup(&a.var))?;
+                (expr, ty, format!("{}_{}", a.func.replace('-', "_"), a.var.bare()))
+            }
+        };
+        let name = query.return_map.as_ref().and_then(|r| r.names.get(i).cloned()).unwrap_or(default_name);
+        let name = dedupe(&columns, name);
+        let sql_type = ty.sql_type();
+        let expr = if matches!(expr, Expr::Col(..) | Expr::Agg { func: "count", .. }) { expr } else { expr.cast(&sql_type) };
+        items.push((expr, Some(name.clone())));
+        columns.push(OutputColumn { name, sql_type });
+    }
+    select.items = items;
+    if aggs.is_empty() {
+        select.distinct = one_level && !unique;
+    } else {
+        select.group_by = find_vars.iter().map(|v| lookup(v).expr).collect();
+        if find_vars.is_empty() {
+            select.having.push(Expr::bin(BinOp::Gt, Expr::Agg { func: "count", distinct: false, args: vec![] }, Expr::int(0)));
+        }
+    }
+    select.order_by = query.order.iter().map(|o| (lookup(&o.var).expr, o.descending)).collect();
+    select.limit = bound(alg, query.limit.as_ref())?;
+    select.offset = bound(alg, query.offset.as_ref())?;
+    let find = match &query.find {
+        FindSpec::Relation(_) => FindKind::Relation,
+        FindSpec::Collection(_) => FindKind::Collection,
+        FindSpec::Scalar(_) => FindKind::Scalar,
+        FindSpec::Tuple(_) => FindKind::Tuple,
+    };
+    if matches!(find, FindKind::Scalar | FindKind::Tuple) {
+        select.limit = Some(select.limit.map_or(1, |l| l.min(1)));
+    }
+    Ok(CompiledQuery { sql: SqlQuery::Select(Box::new(select)).to_sql(), columns, find })
+}
+
+/// The typed expression of a variable for projection.
+fn var_expr(ctx: &Ctx, alg: &Algebra, v: &Var) -> Result<TExpr, PlanError> {
+    match alg.bindings.get(v) {
+        Some(VarBinding::Expr(t)) => Ok(t.clone()),
+        Some(VarBinding::Const(c)) => {
+            let ty = c.natural_type();
+            let expr = crate::algebrize::coerce(ctx, c, &ty).ok_or_else(|| PlanError::BadInput { form: crate::algebrize::show_constant(c), message: "not a value".into() })?;
+            Ok(TExpr::new(expr, ty))
+        }
+        Some(VarBinding::Pending(_)) | None => Err(PlanError::unbound(&v.0, &symbol(&v.0), "not bound by any :where clause")),
+    }
+}
+
+/// A `:limit`/`:offset`/`n` value: a number or a scalar input.
+fn bound(alg: &Algebra, b: Option<&Bound>) -> Result<Option<i64>, PlanError> {
+    let n = match b {
+        None => return Ok(None),
+        Some(Bound::Value(n)) => *n,
+        Some(Bound::Var(v)) => match alg.bindings.get(v) {
+            Some(VarBinding::Const(Constant::Long(n))) => *n,
+            _ => return Err(PlanError::unbound(&v.0, &symbol(&v.0), "limits and counts take a number or a scalar input")),
+        },
+    };
+    if n < 0 {
+        return Err(PlanError::BadInput { form: n.to_string(), message: "must not be negative".into() });
+    }
+    Ok(Some(n))
+}
+
+/// The SQL of one aggregate over its variable's expression.
+fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanError> {
+    let agg = |func: &'static str, distinct: bool, args: Vec<Expr>| Expr::Agg { func, distinct, args };
+    let numeric = || -> Result<(), PlanError> {
+        if x.ty.is_numeric() {
+            Ok(())
+        } else {
+            Err(PlanError::type_mismatch(&a.form, format!("{} needs numbers, {} is a {}", a.func, a.var, x.ty.name())))
+        }
+    };
+    let n = bound(alg, a.n.as_ref())?;
+    let list = Ty::List(Box::new(x.ty.clone()));
+    Ok(match (a.func.as_str(), n) {
+        ("count", None) => (agg("count", false, vec![]), Ty::LONG),
+        ("count-distinct", None) => (agg("count", true, vec![x.expr]), Ty::LONG),
+        ("sum", None) => {
+            numeric()?;
+            let ty = if x.ty == Ty::DOUBLE { Ty::DOUBLE } else { Ty::LONG };
+            (agg("sum", false, vec![x.expr]), ty)
+        }
+        ("avg" | "median" | "variance" | "stddev", None) => {
+            numeric()?;
+            let func = match a.func.as_str() {
+                "avg" => "avg",
+                "median" => "median",
+                "variance" => "var_pop",
+                _ => "stddev_pop",
+            };
+            (agg(func, false, vec![x.expr.cast("DOUBLE")]), Ty::DOUBLE)
+        }
+        ("min" | "max", None) => {
+            let func = if a.func == "min" { "min" } else { "max" };
+            (agg(func, false, vec![x.expr]), x.ty)
+        }
+        ("min" | "max", Some(n)) => {
+            let func = if a.func == "min" { "min" } else { "max" };
+            (agg(func, false, vec![x.expr, Expr::int(n)]), list)
+        }
+        ("distinct", None) => (agg("list", true, vec![x.expr]), list),
+        ("sample", Some(n)) => (Expr::Slice(Box::new(agg("list", true, vec![x.expr])), Box::new(Expr::int(1)), Box::new(Expr::int(n))), list),
+        (f, _) => return Err(PlanError::unsupported(&a.form, format!("aggregate {f} with these arguments"))),
+    })
+}
+
+/// A column name not used yet: `name`, else `name_2`, `name_3`, ...
+fn dedupe(columns: &[OutputColumn], name: String) -> String {
+    if !columns.iter().any(|c| c.name == name) {
+        return name;
+    }
+    (2..).map(|i| format!("{name}_{i}")).find(|n| !columns.iter().any(|c| &c.name == n)).unwrap_or(name)
+}

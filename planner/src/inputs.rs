@@ -1,0 +1,90 @@
+//! The inputs vector: one EDN element per `:in` binding after `$`, read into constants.
+//!
+//! Scalars (and tuple elements) stay constants that are inlined wherever the variable is used;
+//! collections become `IN (...)` lists or VALUES lists; relations become VALUES lists. A vector
+//! given for a scalar binding is a lookup ref `[:unique/attr value]`, compiled to a scalar subquery.
+
+use crate::algebrize::read_constant;
+use crate::error::{show, PlanError};
+use crate::parse::{parse_edn, Binding, InBinding, Query, Var};
+use crate::source::Ctx;
+use crate::types::Constant;
+use edn_format::Value;
+
+/// The values bound by the inputs.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    pub scalars: Vec<(Var, Constant)>,
+    pub collections: Vec<(Var, Vec<Constant>)>,
+    /// Relation rows; `None` columns were `_`.
+    pub relations: Vec<(Vec<Option<Var>>, Vec<Vec<Constant>>)>,
+}
+
+/// Reads the inputs vector against the query's `:in` bindings.
+pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result<Inputs, PlanError> {
+    let values = match inputs_edn.map(str::trim) {
+        None | Some("") => vec![],
+        Some(text) => match parse_edn(text, "inputs")? {
+            Value::Vector(v) | Value::List(v) => v,
+            other => return Err(PlanError::BadInput { form: show(&other), message: "inputs are an EDN vector, one element per :in binding after $".into() }),
+        },
+    };
+    let mut bindings = Vec::new();
+    let mut sources = 0;
+    for b in &query.inputs {
+        match b {
+            InBinding::Source(name) if name == "$" => sources += 1,
+            InBinding::Source(name) => return Err(PlanError::unsupported(&query.in_form, format!("source {name}: only the default source $ is supported"))),
+            InBinding::Rules => return Err(PlanError::unsupported(&query.in_form, "rules (%) are not supported yet")),
+            InBinding::Bind(b) => bindings.push(b),
+        }
+    }
+    if sources > 1 {
+        return Err(PlanError::unsupported(&query.in_form, "only one source $"));
+    }
+    if bindings.len() != values.len() {
+        return Err(PlanError::InputCount { form: show(&query.in_form), expected: bindings.len(), got: values.len() });
+    }
+    let mut out = Inputs::default();
+    for (b, v) in bindings.into_iter().zip(&values) {
+        match b {
+            Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
+            Binding::Tuple(vars) => {
+                let items = elements(v, vars.len())?;
+                for (var, item) in vars.iter().zip(items) {
+                    if let Some(var) = var {
+                        out.scalars.push((var.clone(), read_constant(ctx, item, v)?));
+                    }
+                }
+            }
+            Binding::Collection(var) => {
+                let items = collection(v)?;
+                out.collections.push((var.clone(), items.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?));
+            }
+            Binding::Relation(vars) => {
+                let mut rows = Vec::new();
+                for row in collection(v)? {
+                    rows.push(elements(row, vars.len())?.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?);
+                }
+                out.relations.push((vars.clone(), rows));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn collection(v: &Value) -> Result<Vec<&Value>, PlanError> {
+    match v {
+        Value::Vector(items) | Value::List(items) => Ok(items.iter().collect()),
+        Value::Set(items) => Ok(items.iter().collect()),
+        other => Err(PlanError::BadInput { form: show(other), message: "a collection or relation input must be a vector, list or set".into() }),
+    }
+}
+
+fn elements(v: &Value, n: usize) -> Result<Vec<&Value>, PlanError> {
+    let items = collection(v)?;
+    if items.len() != n {
+        return Err(PlanError::BadInput { form: show(v), message: format!("expected a tuple of {n} values") });
+    }
+    Ok(items)
+}

@@ -1,0 +1,89 @@
+//! EDN Datalog and pull patterns to DuckDB SQL.
+//!
+//! This crate is pure Rust and never links DuckDB. Its inputs are query text and a [`schema::Schema`]
+//! (the in-memory schema cache that `storage` keeps); its output is one SQL statement over the tables
+//! that [`layout`] names.
+//!
+//! The pipeline, one module per stage, each with a printable (Debug) output:
+//!
+//! ```text
+//! query EDN ──parse──▶ parse::Query ──algebrize(schema, inputs)──▶ algebrize::Algebra ──emit──▶ CompiledQuery (one SQL statement)
+//! ```
+//!
+//! * [`parse`]: EDN text to the query AST (find spec, return maps, `:with`, `:in`, `:where`,
+//!   `:order`, `:limit`, `:offset`).
+//! * [`inputs`]: the inputs vector read against the `:in` bindings.
+//! * [`algebrize`]: variables bound to table aliases and columns, types inferred from the schema,
+//!   idents resolved to entids, Datomic's binding rules checked, impossible patterns pruned.
+//! * [`source`]: the table each data pattern reads, as a function of the attribute and the
+//!   [`QueryOptions`] (now, as-of, since, history).
+//! * [`joins`] and [`keys`]: join order and placement; the proofs that make DISTINCT unnecessary.
+//! * [`emit`]: projection, aggregates, ordering and limits.
+//! * [`sql`]: the structured SQL builder, the only place that quotes identifiers and literals.
+
+pub mod algebrize;
+pub mod emit;
+pub mod error;
+pub mod inputs;
+pub mod joins;
+pub mod keys;
+pub mod layout;
+pub mod parse;
+pub mod schema;
+pub mod source;
+pub mod sql;
+pub mod types;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::PlanError;
+pub use source::{QueryOptions, TimeBound};
+
+use layout::StoreName;
+use schema::Schema;
+use source::Ctx;
+
+/// The shape of a query's result (Datomic's find specs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FindKind {
+    /// `:find ?a ?b`: a set of rows (a bag with `:with`).
+    Relation,
+    /// `:find ?a .`: the first column of the first row, or nothing (the SQL has `LIMIT 1`).
+    Scalar,
+    /// `:find [?a ...]`: the distinct values of one column.
+    Collection,
+    /// `:find [?a ?b]`: one row, or nothing (the SQL has `LIMIT 1`).
+    Tuple,
+}
+
+/// One output column: its name (the find variable without `?`, `count_i` for `(count ?i)`, the
+/// `:keys` name when given; clashes get `_2`, `_3`) and its DuckDB type text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputColumn {
+    pub name: String,
+    /// DuckDB type text, e.g. `BIGINT`, `VARCHAR`, `TIMESTAMPTZ`, `BIGINT[]`, `STRUCT(f0 BIGINT, f1 VARCHAR)`.
+    pub sql_type: String,
+}
+
+/// A compiled query: one SQL statement, its output columns in order, and the find spec's shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledQuery {
+    pub sql: String,
+    pub columns: Vec<OutputColumn>,
+    pub find: FindKind,
+}
+
+/// Compiles an EDN Datalog query into one DuckDB statement over `store`.
+///
+/// `inputs_edn` is an EDN vector with one element per `:in` binding after `$` (scalars, tuples,
+/// collections, relations, lookup refs for scalar entity inputs); its values are inlined into the
+/// statement as quoted literals. `schema` is the store's schema cache: idents are resolved here, so
+/// the statement needs no helper lookups. Errors name the offending EDN form ([`PlanError`]).
+pub fn compile_query(query_edn: &str, inputs_edn: Option<&str>, schema: &Schema, store: &StoreName, opts: &QueryOptions) -> Result<CompiledQuery, PlanError> {
+    let query = parse::parse_query(query_edn)?;
+    let ctx = Ctx::new(schema, store, opts);
+    let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
+    let alg = algebrize::algebrize(&ctx, &query.where_clauses, &inputs)?;
+    emit::emit(&ctx, &query, &alg)
+}

@@ -1,0 +1,594 @@
+//! Stage 1: EDN text to the query AST.
+//!
+//! Accepts Datomic's list form `[:find ... :with ... :in ... :where ...]` and its map form
+//! `{:find [...] :where [...]}`, plus the `:keys`/`:syms`/`:strs` return maps and mentat's
+//! `:order`, `:limit` and `:offset` sections. Only the shape is checked here; names are resolved
+//! against the schema by [`crate::algebrize`].
+
+use crate::error::PlanError;
+use edn_format::{Keyword, Symbol, Value};
+use std::fmt;
+
+/// A query variable, kept with its leading `?` (`?email`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Var(pub String);
+
+impl Var {
+    /// The name without the leading `?`, used for output column names.
+    pub fn bare(&self) -> &str {
+        self.0.trim_start_matches('?')
+    }
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A parsed query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    pub find: FindSpec,
+    pub return_map: Option<ReturnMap>,
+    pub with: Vec<Var>,
+    /// The `:in` bindings; `[$]` when the query has no `:in`.
+    pub inputs: Vec<InBinding>,
+    pub where_clauses: Vec<Clause>,
+    pub order: Vec<OrderBy>,
+    pub limit: Option<Bound>,
+    pub offset: Option<Bound>,
+    /// The `:in` section as written, for error messages.
+    pub in_form: Value,
+}
+
+/// The shape of the result (Datomic's find specs).
+#[derive(Clone, Debug, PartialEq)]
+pub enum FindSpec {
+    /// `:find ?a ?b`: a set of tuples.
+    Relation(Vec<FindElem>),
+    /// `:find ?a .`: one value, or none.
+    Scalar(FindElem),
+    /// `:find [?a ...]`: a set of single values.
+    Collection(FindElem),
+    /// `:find [?a ?b]`: one tuple, or none.
+    Tuple(Vec<FindElem>),
+}
+
+impl FindSpec {
+    /// The find elements in order.
+    pub fn elements(&self) -> Vec<&FindElem> {
+        match self {
+            FindSpec::Relation(v) | FindSpec::Tuple(v) => v.iter().collect(),
+            FindSpec::Scalar(e) | FindSpec::Collection(e) => vec![e],
+        }
+    }
+}
+
+/// One element of a find spec.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FindElem {
+    Var(Var),
+    Aggregate(Aggregate),
+}
+
+/// An aggregate call in a find spec, such as `(count ?i)` or `(max 3 ?p)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aggregate {
+    /// The function name (`count`, `count-distinct`, `sum`, ...).
+    pub func: String,
+    /// The `n` of `(min n ?x)`, `(max n ?x)` and `(sample n ?x)`.
+    pub n: Option<Bound>,
+    pub var: Var,
+    pub form: Value,
+}
+
+/// `:keys`, `:syms` or `:strs`: names for the find elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReturnMap {
+    pub kind: &'static str,
+    pub names: Vec<String>,
+}
+
+/// A number given literally or as an `:in` variable (`:limit ?n`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    Value(i64),
+    Var(Var),
+}
+
+/// One `:order` element.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrderBy {
+    pub var: Var,
+    pub descending: bool,
+}
+
+/// One `:in` binding.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InBinding {
+    /// `$` or `$name`: a database.
+    Source(String),
+    /// `%`: a rule set.
+    Rules,
+    /// A value bound by the inputs vector.
+    Bind(Binding),
+}
+
+/// A binding form, shared by `:in` and function clauses. `None` elements are `_`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Binding {
+    /// `?x`
+    Scalar(Var),
+    /// `[?a ?b]`
+    Tuple(Vec<Option<Var>>),
+    /// `[?x ...]`
+    Collection(Var),
+    /// `[[?a ?b]]`
+    Relation(Vec<Option<Var>>),
+}
+
+impl Binding {
+    /// The variables this binding binds, in order.
+    pub fn vars(&self) -> Vec<&Var> {
+        match self {
+            Binding::Scalar(v) | Binding::Collection(v) => vec![v],
+            Binding::Tuple(vs) | Binding::Relation(vs) => vs.iter().flatten().collect(),
+        }
+    }
+}
+
+/// A term of a pattern or a function argument.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Term {
+    Var(Var),
+    /// `_`
+    Blank,
+    /// A source variable `$` in a function call (`get-else`, `missing?`).
+    Src,
+    /// Any constant EDN value (numbers, strings, keywords, lookup-ref vectors, ...).
+    Const(Value),
+}
+
+/// A `:where` clause.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Clause {
+    /// `[e a v tx added]`, three to five terms.
+    Pattern { terms: Vec<Term>, form: Value },
+    /// `[(pred args...)]`
+    Predicate(Call),
+    /// `[(fn args...) binding]`
+    Function { call: Call, binding: Binding },
+    /// `(not ...)` (join = None) or `(not-join [?vars] ...)`.
+    Not { join: Option<Vec<Var>>, clauses: Vec<Clause>, form: Value },
+    /// `(or ...)` (join = None) or `(or-join [[?required] ?free] ...)`. Each branch is one clause
+    /// or an `(and ...)`, kept as a list of clauses.
+    Or { join: Option<OrJoin>, branches: Vec<Vec<Clause>>, form: Value },
+    /// `(rule-name args...)`: a rule call (not supported yet).
+    RuleCall { form: Value },
+}
+
+/// The variable list of an `or-join`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrJoin {
+    /// Variables in the inner brackets, which must be bound before the `or-join`.
+    pub required: Vec<Var>,
+    /// All join variables, required ones included.
+    pub vars: Vec<Var>,
+}
+
+/// A function or predicate call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// Name with any `clojure.core/` or `clojure.string/` namespace removed.
+    pub name: String,
+    pub args: Vec<Term>,
+    /// The whole clause, for errors.
+    pub form: Value,
+}
+
+/// Parses query text.
+pub fn parse_query(text: &str) -> Result<Query, PlanError> {
+    let value = parse_edn(text, "query")?;
+    let sections = sections(&value)?;
+    let mut find = None;
+    let mut return_map = None;
+    let mut with = Vec::new();
+    let mut inputs = None;
+    let mut in_form = Value::Vector(vec![]);
+    let mut where_clauses = Vec::new();
+    let mut order = Vec::new();
+    let mut limit = None;
+    let mut offset = None;
+    for (key, items) in &sections {
+        let form = Value::Vector(items.clone());
+        match key.as_str() {
+            "find" => find = Some(find_spec(items, &value)?),
+            "keys" | "syms" | "strs" => {
+                let kind = match key.as_str() {
+                    "keys" => "keys",
+                    "syms" => "syms",
+                    _ => "strs",
+                };
+                let names = items
+                    .iter()
+                    .map(|v| match v {
+                        Value::Symbol(s) => Ok(s.name().to_string()),
+                        Value::Keyword(k) => Ok(k.name().to_string()),
+                        Value::String(s) => Ok(s.clone()),
+                        other => Err(PlanError::syntax(other, format!(":{kind} takes names"))),
+                    })
+                    .collect::<Result<_, _>>()?;
+                return_map = Some(ReturnMap { kind, names });
+            }
+            "with" => with = items.iter().map(|v| var(v).ok_or_else(|| PlanError::syntax(v, ":with takes variables"))).collect::<Result<_, _>>()?,
+            "in" => {
+                in_form = form.clone();
+                inputs = Some(items.iter().map(in_binding).collect::<Result<_, _>>()?);
+            }
+            "where" => where_clauses = items.iter().map(clause).collect::<Result<_, _>>()?,
+            "order" => order = order_by(items)?,
+            "limit" => limit = Some(single_bound(items, &form, ":limit")?),
+            "offset" => offset = Some(single_bound(items, &form, ":offset")?),
+            other => return Err(PlanError::syntax(&value, format!("unknown query section :{other}"))),
+        }
+    }
+    let find = find.ok_or_else(|| PlanError::syntax(&value, "a query needs :find"))?;
+    if let Some(rm) = &return_map {
+        let n = find.elements().len();
+        if rm.names.len() != n || !matches!(find, FindSpec::Relation(_)) {
+            return Err(PlanError::syntax(&value, format!(":{} needs one name per element of a relation find spec ({n})", rm.kind)));
+        }
+    }
+    Ok(Query {
+        find,
+        return_map,
+        with,
+        inputs: inputs.unwrap_or_else(|| vec![InBinding::Source("$".into())]),
+        where_clauses,
+        order,
+        limit,
+        offset,
+        in_form,
+    })
+}
+
+/// Parses EDN text, mapping parser errors to [`PlanError::Edn`].
+pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
+    edn_format::parse_str(text).map_err(|e| PlanError::Edn { what, message: e.to_string(), form: text.chars().take(200).collect() })
+}
+
+/// Splits a query into (section keyword name, items) pairs, in order.
+fn sections(value: &Value) -> Result<Vec<(String, Vec<Value>)>, PlanError> {
+    match value {
+        Value::Vector(items) | Value::List(items) => {
+            let mut out: Vec<(String, Vec<Value>)> = Vec::new();
+            for item in items {
+                match item {
+                    Value::Keyword(k) if k.namespace().is_none() && !(matches!(k.name(), "asc" | "desc") && out.last().is_some_and(|(s, _)| s == "order")) => {
+                        if out.iter().any(|(name, _)| name == k.name()) {
+                            return Err(PlanError::syntax(value, format!("section :{} appears twice", k.name())));
+                        }
+                        out.push((k.name().to_string(), Vec::new()))
+                    }
+                    other => match out.last_mut() {
+                        Some((_, items)) => items.push(other.clone()),
+                        None => return Err(PlanError::syntax(value, "a query starts with :find")),
+                    },
+                }
+            }
+            Ok(out)
+        }
+        Value::Map(m) => m
+            .iter()
+            .map(|(k, v)| match (k, v) {
+                (Value::Keyword(k), Value::Vector(items) | Value::List(items)) => Ok((k.name().to_string(), items.clone())),
+                (Value::Keyword(k), single) => Ok((k.name().to_string(), vec![single.clone()])),
+                _ => Err(PlanError::syntax(value, "map query keys must be keywords")),
+            })
+            .collect(),
+        other => Err(PlanError::syntax(other, "a query is a vector or a map")),
+    }
+}
+
+fn var(v: &Value) -> Option<Var> {
+    match v {
+        Value::Symbol(s) if s.namespace().is_none() && s.name().starts_with('?') && s.name().len() > 1 => Some(Var(s.name().to_string())),
+        _ => None,
+    }
+}
+
+fn is_symbol(v: &Value, name: &str) -> bool {
+    matches!(v, Value::Symbol(s) if s.namespace().is_none() && s.name() == name)
+}
+
+fn find_spec(items: &[Value], query: &Value) -> Result<FindSpec, PlanError> {
+    match items {
+        [] => Err(PlanError::syntax(query, ":find needs at least one element")),
+        [e, dot] if is_symbol(dot, ".") => Ok(FindSpec::Scalar(find_elem(e)?)),
+        [Value::Vector(inner)] if inner.len() == 2 && is_symbol(&inner[1], "...") => Ok(FindSpec::Collection(find_elem(&inner[0])?)),
+        [Value::Vector(inner)] if !inner.is_empty() => Ok(FindSpec::Tuple(inner.iter().map(find_elem).collect::<Result<_, _>>()?)),
+        elems => Ok(FindSpec::Relation(elems.iter().map(find_elem).collect::<Result<_, _>>()?)),
+    }
+}
+
+fn find_elem(v: &Value) -> Result<FindElem, PlanError> {
+    if let Some(var) = var(v) {
+        return Ok(FindElem::Var(var));
+    }
+    match v {
+        Value::List(items) => {
+            let func = match items.first() {
+                Some(Value::Symbol(s)) => s.name().to_string(),
+                _ => return Err(PlanError::syntax(v, "an aggregate starts with a function name")),
+            };
+            if func == "pull" {
+                return Err(PlanError::unsupported(v, "pull in :find is not supported yet"));
+            }
+            let (n, last) = match &items[1..] {
+                [x] => (None, x),
+                [n, x] => (Some(bound(n).ok_or_else(|| PlanError::syntax(v, "the n of an aggregate is a number or a variable"))?), x),
+                _ => return Err(PlanError::syntax(v, "an aggregate takes a variable, or a count and a variable")),
+            };
+            let var = var(last).ok_or_else(|| PlanError::syntax(v, "an aggregate's last argument is a variable"))?;
+            Ok(FindElem::Aggregate(Aggregate { func, n, var, form: v.clone() }))
+        }
+        other => Err(PlanError::syntax(other, "a find element is a variable or an aggregate")),
+    }
+}
+
+fn bound(v: &Value) -> Option<Bound> {
+    match v {
+        Value::Integer(i) => Some(Bound::Value(*i)),
+        other => var(other).map(Bound::Var),
+    }
+}
+
+fn single_bound(items: &[Value], form: &Value, what: &str) -> Result<Bound, PlanError> {
+    match items {
+        [v] => bound(v).ok_or_else(|| PlanError::syntax(v, format!("{what} takes a number or a variable"))),
+        _ => Err(PlanError::syntax(form, format!("{what} takes one value"))),
+    }
+}
+
+fn order_by(items: &[Value]) -> Result<Vec<OrderBy>, PlanError> {
+    let flat: Vec<Value> = match items {
+        [Value::Vector(inner)] => inner.clone(),
+        _ => items.to_vec(),
+    };
+    let mut out: Vec<OrderBy> = Vec::new();
+    for item in &flat {
+        match item {
+            Value::Keyword(k) if matches!(k.name(), "asc" | "desc") && k.namespace().is_none() => match out.last_mut() {
+                Some(last) => last.descending = k.name() == "desc",
+                None => return Err(PlanError::syntax(item, ":order direction must follow a variable")),
+            },
+            Value::List(pair) | Value::Vector(pair) if pair.len() == 2 => {
+                let (dir, v) = match (&pair[0], &pair[1]) {
+                    (Value::Symbol(s), v) => (s.name().to_string(), v),
+                    (v, Value::Keyword(k)) => (k.name().to_string(), v),
+                    _ => return Err(PlanError::syntax(item, "expected (asc ?x) or (desc ?x)")),
+                };
+                let var = var(v).ok_or_else(|| PlanError::syntax(item, ":order takes variables"))?;
+                match dir.as_str() {
+                    "asc" | "desc" => out.push(OrderBy { var, descending: dir == "desc" }),
+                    _ => return Err(PlanError::syntax(item, "expected (asc ?x) or (desc ?x)")),
+                }
+            }
+            other => {
+                let var = var(other).ok_or_else(|| PlanError::syntax(other, ":order takes variables"))?;
+                out.push(OrderBy { var, descending: false });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn in_binding(v: &Value) -> Result<InBinding, PlanError> {
+    match v {
+        Value::Symbol(s) if s.name().starts_with('$') => Ok(InBinding::Source(s.name().to_string())),
+        Value::Symbol(s) if s.name() == "%" => Ok(InBinding::Rules),
+        other => binding(other).map(InBinding::Bind),
+    }
+}
+
+/// Parses a binding form: `?x`, `[?a ?b]`, `[?x ...]` or `[[?a ?b]]`.
+fn binding(v: &Value) -> Result<Binding, PlanError> {
+    let var_or_blank = |x: &Value| -> Result<Option<Var>, PlanError> {
+        if is_symbol(x, "_") {
+            Ok(None)
+        } else {
+            var(x).map(Some).ok_or_else(|| PlanError::syntax(x, "expected a variable or _"))
+        }
+    };
+    if let Some(var) = var(v) {
+        return Ok(Binding::Scalar(var));
+    }
+    match v {
+        Value::Vector(items) => match items.as_slice() {
+            [x, dots] if is_symbol(dots, "...") => var(x).map(Binding::Collection).ok_or_else(|| PlanError::syntax(v, "a collection binding is [?x ...]")),
+            [Value::Vector(inner)] => Ok(Binding::Relation(inner.iter().map(var_or_blank).collect::<Result<_, _>>()?)),
+            [] => Err(PlanError::syntax(v, "empty binding")),
+            items => Ok(Binding::Tuple(items.iter().map(var_or_blank).collect::<Result<_, _>>()?)),
+        },
+        other => Err(PlanError::syntax(other, "expected a binding form: ?x, [?a ?b], [?x ...] or [[?a ?b]]")),
+    }
+}
+
+fn term(v: &Value) -> Term {
+    if is_symbol(v, "_") {
+        Term::Blank
+    } else if let Some(var) = var(v) {
+        Term::Var(var)
+    } else if matches!(v, Value::Symbol(s) if s.name().starts_with('$')) {
+        Term::Src
+    } else {
+        Term::Const(v.clone())
+    }
+}
+
+fn call(items: &[Value], form: &Value) -> Result<Call, PlanError> {
+    let name = match items.first() {
+        Some(Value::Symbol(s)) => match s.namespace() {
+            None | Some("clojure.core") | Some("clojure.string") => s.name().to_string(),
+            Some(_) => return Err(PlanError::unsupported(form, format!("function {s} is not supported"))),
+        },
+        _ => return Err(PlanError::syntax(form, "a call starts with a function name")),
+    };
+    Ok(Call { name, args: items[1..].iter().map(term).collect(), form: form.clone() })
+}
+
+/// Parses one `:where` clause.
+pub fn clause(v: &Value) -> Result<Clause, PlanError> {
+    match v {
+        Value::Vector(items) => match items.first() {
+            Some(Value::List(call_items)) => match &items[1..] {
+                [] => Ok(Clause::Predicate(call(call_items, v)?)),
+                [b] => Ok(Clause::Function { call: call(call_items, v)?, binding: binding(b)? }),
+                _ => Err(PlanError::syntax(v, "a function clause is [(f args...) binding]")),
+            },
+            _ => {
+                let mut terms: Vec<Term> = items.iter().map(term).collect();
+                if matches!(terms.first(), Some(Term::Src)) {
+                    if !matches!(&items[0], Value::Symbol(s) if s.name() == "$") {
+                        return Err(PlanError::unsupported(v, "only the default source $ is supported"));
+                    }
+                    terms.remove(0);
+                }
+                if !(3..=5).contains(&terms.len()) && terms.len() != 2 {
+                    return Err(PlanError::syntax(v, "a data pattern has 2 to 5 terms"));
+                }
+                Ok(Clause::Pattern { terms, form: v.clone() })
+            }
+        },
+        Value::List(items) => {
+            let head = match items.first() {
+                Some(Value::Symbol(s)) => s.name().to_string(),
+                _ => return Err(PlanError::syntax(v, "expected not, not-join, or, or-join, and, or a rule call")),
+            };
+            let rest = &items[1..];
+            match head.as_str() {
+                "not" => Ok(Clause::Not { join: None, clauses: clauses(rest, v)?, form: v.clone() }),
+                "not-join" => {
+                    let (vars, body) = join_vars(rest, v)?;
+                    let vars = vars.into_iter().map(|(var, _)| var).collect();
+                    Ok(Clause::Not { join: Some(vars), clauses: clauses(body, v)?, form: v.clone() })
+                }
+                "or" => Ok(Clause::Or { join: None, branches: branches(rest, v)?, form: v.clone() }),
+                "or-join" => {
+                    let (vars, body) = join_vars(rest, v)?;
+                    let required = vars.iter().filter(|(_, r)| *r).map(|(var, _)| var.clone()).collect();
+                    let vars = vars.into_iter().map(|(var, _)| var).collect();
+                    Ok(Clause::Or { join: Some(OrJoin { required, vars }), branches: branches(body, v)?, form: v.clone() })
+                }
+                "and" => Err(PlanError::syntax(v, "and is only allowed as a branch of or")),
+                _ => Ok(Clause::RuleCall { form: v.clone() }),
+            }
+        }
+        other => Err(PlanError::syntax(other, "a :where clause is a vector or a list")),
+    }
+}
+
+fn clauses(items: &[Value], form: &Value) -> Result<Vec<Clause>, PlanError> {
+    if items.is_empty() {
+        return Err(PlanError::syntax(form, "needs at least one clause"));
+    }
+    items.iter().map(clause).collect()
+}
+
+/// Variables of `not-join`/`or-join`, each with whether it was in required brackets.
+fn join_vars<'a>(rest: &'a [Value], form: &Value) -> Result<(Vec<(Var, bool)>, &'a [Value]), PlanError> {
+    let Some((Value::Vector(vs), body)) = rest.split_first() else {
+        return Err(PlanError::syntax(form, "expected a vector of join variables"));
+    };
+    let mut out = Vec::new();
+    for v in vs {
+        match v {
+            Value::Vector(req) => {
+                for r in req {
+                    out.push((var(r).ok_or_else(|| PlanError::syntax(form, "join variables must be variables"))?, true));
+                }
+            }
+            other => out.push((var(other).ok_or_else(|| PlanError::syntax(form, "join variables must be variables"))?, false)),
+        }
+    }
+    Ok((out, body))
+}
+
+fn branches(items: &[Value], form: &Value) -> Result<Vec<Vec<Clause>>, PlanError> {
+    if items.is_empty() {
+        return Err(PlanError::syntax(form, "or needs at least one branch"));
+    }
+    items
+        .iter()
+        .map(|b| match b {
+            Value::List(inner) if matches!(inner.first(), Some(Value::Symbol(s)) if s.name() == "and") => clauses(&inner[1..], b),
+            other => Ok(vec![clause(other)?]),
+        })
+        .collect()
+}
+
+/// Builds a keyword value (for tests and error forms).
+pub fn keyword(text: &str) -> Value {
+    let t = text.trim_start_matches(':');
+    match t.split_once('/') {
+        Some((ns, name)) => Value::Keyword(Keyword::from_namespace_and_name(ns, name)),
+        None => Value::Keyword(Keyword::from_name(t)),
+    }
+}
+
+/// Builds a symbol value (for error forms).
+pub fn symbol(name: &str) -> Value {
+    Value::Symbol(Symbol::from_name(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_find_specs() {
+        let q = parse_query("[:find ?e . :where [?e :a/b 1]]").unwrap();
+        assert!(matches!(q.find, FindSpec::Scalar(FindElem::Var(_))));
+        let q = parse_query("[:find [?e ...] :where [?e :a/b 1]]").unwrap();
+        assert!(matches!(q.find, FindSpec::Collection(_)));
+        let q = parse_query("[:find [?e ?v] :where [?e :a/b ?v]]").unwrap();
+        assert!(matches!(q.find, FindSpec::Tuple(ref v) if v.len() == 2));
+        let q = parse_query("{:find [?e (count ?v)] :where [[?e :a/b ?v]]}").unwrap();
+        assert!(matches!(q.find, FindSpec::Relation(ref v) if v.len() == 2));
+    }
+
+    #[test]
+    fn parses_clauses() {
+        let q = parse_query(
+            "[:find ?e :in $ [?x ...] :where [?e :a/b ?x] (not [?e :a/c _]) (or-join [[?e] ?z] [?e :a/d ?z] (and [?e :a/e ?z] [(> ?z 1)])) [(str ?x \"a\") ?s]]",
+        )
+        .unwrap();
+        assert_eq!(q.where_clauses.len(), 4);
+        assert!(matches!(&q.where_clauses[2], Clause::Or { join: Some(j), branches, .. } if j.required.len() == 1 && branches[1].len() == 2));
+        assert!(matches!(&q.inputs[1], InBinding::Bind(Binding::Collection(_))));
+    }
+
+    #[test]
+    fn parses_order() {
+        let q = parse_query("[:find ?a ?b :where [?a :x/y ?b] :order (desc ?b) ?a :limit 10 :offset ?o]").unwrap();
+        assert_eq!(q.order, vec![OrderBy { var: Var("?b".into()), descending: true }, OrderBy { var: Var("?a".into()), descending: false }]);
+        assert_eq!(q.limit, Some(Bound::Value(10)));
+        assert_eq!(q.offset, Some(Bound::Var(Var("?o".into()))));
+        let q = parse_query("[:find ?a :where [?a :x/y ?b] :order ?b :desc]").unwrap();
+        assert!(q.order[0].descending);
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        assert!(matches!(parse_query("[:find ?a :where [?a :x/y"), Err(PlanError::Edn { .. })));
+        assert!(matches!(parse_query("[:where [?a :x/y 1]]"), Err(PlanError::Syntax { .. })));
+        assert!(matches!(parse_query("[:find ?a :where (and [?a :x/y 1])]"), Err(PlanError::Syntax { .. })));
+    }
+}

@@ -1,0 +1,287 @@
+//! Stores: creation on first use, the in-memory schema cache and partition marks, read at open in
+//! O(schema) from the bootstrap attribute tables and the `partitions` table, never from history.
+
+use crate::error::{Result, StorageError};
+use duckdb::Connection;
+use planner::layout::{self, StoreName};
+use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// The store layout version written into `meta`.
+pub const LAYOUT_VERSION: &str = "1";
+
+/// Next free entid of each partition (Mentat's partition map).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partitions {
+    pub next_db: Entid,
+    pub next_user: Entid,
+    pub next_tx: Entid,
+    /// `:db/txInstant` of the last transaction, in microseconds since the epoch; a new one may not be earlier.
+    pub last_tx_instant: i64,
+}
+
+/// What a reader needs of a store: the schema cache and the partition marks, swapped whole on commit.
+#[derive(Clone, Debug)]
+pub struct StoreState {
+    pub schema: Arc<Schema>,
+    pub parts: Partitions,
+}
+
+/// One open store: its name, its cached state, and the lock that makes its transactions one at a time
+/// (a single writer per store, as in Datomic; readers never take it).
+pub struct Store {
+    pub name: StoreName,
+    state: RwLock<StoreState>,
+    writer: Mutex<()>,
+}
+
+impl Store {
+    /// The current schema and partition marks.
+    pub fn state(&self) -> StoreState {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The current schema cache.
+    pub fn schema(&self) -> Arc<Schema> {
+        self.state().schema
+    }
+
+    /// Takes the store's writer lock.
+    pub fn lock_writer(&self) -> MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the cached state after a commit.
+    pub fn set_state(&self, s: StoreState) {
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
+    }
+}
+
+/// The stores of one DuckDB database instance, opened on first use.
+#[derive(Default)]
+pub struct Registry {
+    stores: Mutex<HashMap<StoreName, Arc<Store>>>,
+}
+
+impl Registry {
+    /// Opens the store `name` (reading its schema and partitions once), creating it when `create` is true and
+    /// its DuckDB schema does not exist yet. Errors with [`StorageError::Store`] when it does not exist and
+    /// `create` is false.
+    pub fn open(&self, conn: &Connection, name: &StoreName, create: bool) -> Result<Arc<Store>> {
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = stores.get(name) {
+            return Ok(s.clone());
+        }
+        if !store_exists(conn, name)? {
+            if !create {
+                return Err(StorageError::Store(format!(
+                    "{name} does not exist: transact into it first (it is created on first use)"
+                )));
+            }
+            create_store(conn, name)?;
+        }
+        let state = load_state(conn, name)?;
+        let store = Arc::new(Store { name: name.clone(), state: RwLock::new(state), writer: Mutex::new(()) });
+        stores.insert(name.clone(), store.clone());
+        Ok(store)
+    }
+
+    /// Forgets a cached store, so that the next [`Registry::open`] reads it again.
+    pub fn forget(&self, name: &StoreName) {
+        self.stores.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    }
+}
+
+fn store_exists(conn: &Connection, name: &StoreName) -> Result<bool> {
+    let catalog = name.catalog.clone().unwrap_or_default();
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'partitions' \
+         AND (? = '' AND database_name = current_database() OR database_name = ?)",
+        duckdb::params![name.schema, catalog, catalog],
+        |r| r.get(0),
+    )?;
+    Ok(n > 0)
+}
+
+/// SQL that creates the two tables of an attribute (and its value index when unique or indexed).
+pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
+    let t = a.value_type.sql_type();
+    let mut v = vec![
+        format!("CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL)", store.current(a.entid)),
+        format!(
+            "CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL, added BOOLEAN NOT NULL)",
+            store.history(a.entid)
+        ),
+    ];
+    if a.unique.is_some() || a.index {
+        v.push(index_ddl(store, a.entid));
+    }
+    v
+}
+
+/// The ART index on the value column of an attribute's current-state table.
+pub fn index_ddl(store: &StoreName, aid: Entid) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS {} ON {} (v)",
+        layout::quote_ident(&format!("cur_{aid}_v")),
+        store.current(aid)
+    )
+}
+
+/// Drops the value index of an attribute.
+pub fn drop_index_ddl(store: &StoreName, aid: Entid) -> String {
+    format!("DROP INDEX IF EXISTS {}.{}", store.sql(), layout::quote_ident(&format!("cur_{aid}_v")))
+}
+
+fn create_store(conn: &Connection, name: &StoreName) -> Result<()> {
+    let boot = layout::bootstrap_schema();
+    let mut sql = vec![
+        "BEGIN TRANSACTION".to_string(),
+        format!("CREATE SCHEMA IF NOT EXISTS {}", name.sql()),
+        format!("CREATE TABLE {} (key VARCHAR NOT NULL, value VARCHAR NOT NULL)", name.table("meta")),
+        format!(
+            "CREATE TABLE {} (ident VARCHAR NOT NULL, start BIGINT NOT NULL, next BIGINT NOT NULL)",
+            name.table("partitions")
+        ),
+        format!("INSERT INTO {} VALUES ('layout_version', '{LAYOUT_VERSION}')", name.table("meta")),
+        format!(
+            "INSERT INTO {} VALUES (':db.part/db', {}, {}), (':db.part/user', {}, {}), (':db.part/tx', {}, {})",
+            name.table("partitions"),
+            layout::PART_DB_START,
+            layout::PART_DB_USER_START,
+            layout::PART_USER_START,
+            layout::PART_USER_START,
+            layout::PART_TX_START,
+            layout::PART_TX_START + 1
+        ),
+    ];
+    for a in boot.attributes() {
+        sql.extend(attribute_ddl(name, a));
+    }
+    // The bootstrap transaction: every bootstrap ident and attribute property, at tx PART_TX_START, 1970-01-01.
+    let tx = layout::PART_TX_START;
+    let mut rows: HashMap<Entid, Vec<String>> = HashMap::new();
+    let mut push = |a: Entid, e: Entid, v: String| rows.entry(a).or_default().push(format!("({e}, {v}, {tx})"));
+    for (ident, e) in boot.idents() {
+        push(layout::DB_IDENT, e, layout::quote_str(ident));
+    }
+    for a in boot.attributes() {
+        push(layout::DB_VALUE_TYPE, a.entid, layout::value_type_entid(a.value_type).to_string());
+        push(
+            layout::DB_CARDINALITY,
+            a.entid,
+            if a.many { layout::DB_CARDINALITY_MANY } else { layout::DB_CARDINALITY_ONE }.to_string(),
+        );
+        if let Some(u) = a.unique {
+            push(layout::DB_UNIQUE, a.entid, unique_entid(u).to_string());
+        }
+        if a.index {
+            push(layout::DB_INDEX, a.entid, "true".into());
+        }
+    }
+    push(layout::DB_TX_INSTANT, tx, "make_timestamptz(0::BIGINT)".into());
+    let mut attrs: Vec<_> = rows.into_iter().collect();
+    attrs.sort_by_key(|p| p.0);
+    for (a, values) in attrs {
+        let list = values.join(", ");
+        sql.push(format!("INSERT INTO {} VALUES {list}", name.current(a)));
+        sql.push(format!("INSERT INTO {} SELECT e, v, tx, true FROM {}", name.history(a), name.current(a)));
+    }
+    sql.push("COMMIT".into());
+    if let Err(e) = conn.execute_batch(&sql.join(";\n")) {
+        let _ = conn.execute_batch("ROLLBACK");
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// The entid of a `:db.unique/...` ident.
+pub fn unique_entid(u: Unique) -> Entid {
+    match u {
+        Unique::Value => layout::DB_UNIQUE_VALUE,
+        Unique::Identity => layout::DB_UNIQUE_IDENTITY,
+    }
+}
+
+/// Reads the schema cache and partition marks of an existing store: one small query per bootstrap attribute
+/// table plus the partitions table.
+pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
+    let pairs = |aid: Entid, v: &str| -> Result<Vec<(Entid, String)>> {
+        let mut st = conn.prepare(&format!("SELECT e, {v}::VARCHAR FROM {}", name.current(aid)))?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+        Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
+    };
+    let mut schema = Schema::new();
+    for (e, ident) in pairs(layout::DB_IDENT, "v")? {
+        schema.add_ident(&ident, e);
+    }
+    let mut props: HashMap<Entid, HashMap<Entid, String>> = HashMap::new();
+    for aid in [
+        layout::DB_VALUE_TYPE,
+        layout::DB_CARDINALITY,
+        layout::DB_UNIQUE,
+        layout::DB_INDEX,
+        layout::DB_FULLTEXT,
+        layout::DB_IS_COMPONENT,
+        layout::DB_DOC,
+    ] {
+        for (e, v) in pairs(aid, "v")? {
+            props.entry(e).or_default().insert(aid, v);
+        }
+    }
+    for (e, p) in props {
+        if let Some(a) = attribute_from_props(&schema, e, &p) {
+            schema.add_attribute(a);
+        }
+    }
+    let mut parts =
+        Partitions { next_db: layout::PART_DB_USER_START, next_user: layout::PART_USER_START, next_tx: 0, last_tx_instant: 0 };
+    let mut st = conn.prepare(&format!("SELECT ident, next FROM {}", name.table("partitions")))?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    for row in rows {
+        let (ident, next) = row?;
+        match ident.as_str() {
+            ":db.part/db" => parts.next_db = next,
+            ":db.part/user" => parts.next_user = next,
+            ":db.part/tx" => parts.next_tx = next,
+            _ => {}
+        }
+    }
+    parts.last_tx_instant = conn.query_row(
+        &format!("SELECT coalesce(max(epoch_us(v)), 0) FROM {} WHERE e = ?", name.current(layout::DB_TX_INSTANT)),
+        [parts.next_tx - 1],
+        |r| r.get(0),
+    )?;
+    Ok(StoreState { schema: Arc::new(schema), parts })
+}
+
+/// Builds an attribute from its schema datoms (values as text: entids of refs, `true`/`false`, doc text).
+/// An entity is an attribute once it has an ident, a value type and a cardinality.
+pub fn attribute_from_props(schema: &Schema, e: Entid, p: &HashMap<Entid, String>) -> Option<Attribute> {
+    let ident = schema.ident(e)?;
+    let value_type = layout::value_type_of_entid(p.get(&layout::DB_VALUE_TYPE)?.parse().ok()?)?;
+    let card: Entid = p.get(&layout::DB_CARDINALITY)?.parse().ok()?;
+    let unique = match p.get(&layout::DB_UNIQUE).and_then(|u| u.parse::<Entid>().ok()) {
+        Some(layout::DB_UNIQUE_VALUE) => Some(Unique::Value),
+        Some(layout::DB_UNIQUE_IDENTITY) => Some(Unique::Identity),
+        _ => None,
+    };
+    let flag = |a| p.get(&a).is_some_and(|v| v == "true");
+    Some(Attribute {
+        entid: e,
+        ident: ident.to_string(),
+        value_type,
+        many: card == layout::DB_CARDINALITY_MANY,
+        unique,
+        index: flag(layout::DB_INDEX) || unique.is_some(),
+        fulltext: flag(layout::DB_FULLTEXT),
+        component: flag(layout::DB_IS_COMPONENT),
+        doc: p.get(&layout::DB_DOC).cloned(),
+    })
+}
+
+/// Is this value type stored with the given staged column (see `stage`)?
+pub fn is_ref(t: ValueType) -> bool {
+    t == ValueType::Ref
+}

@@ -1,0 +1,774 @@
+//! The transactor: resolves a parsed transaction against the store (lookup refs, upserts, tempids,
+//! cardinality-one replacement, `:db/retractEntity`, `:db/cas`, schema changes) and writes it, all inside one
+//! DuckDB transaction on the caller's connection. Every lookup is a set-based join against the staged keys
+//! (see [`crate::stage`]); the datoms are written with the appender and one `INSERT ... SELECT` or
+//! `DELETE ... USING` per touched attribute table.
+//!
+//! Semantics follow Datomic's `transact` as Mentat implemented it: redundant assertions and retractions of
+//! absent datoms are no-ops that leave no history; asserting a new value of a cardinality-one attribute retracts
+//! the old one; tempids that upsert to one entity through `:db.unique/identity` merge, and a tempid that upserts
+//! to two entities is an error; new tempids with the same identity value become one entity.
+
+use crate::error::{Result, StorageError};
+use crate::stage::{self, from_store, read_val, to_store, KEYS, STAGE};
+use crate::store::{self, Partitions, Store, StoreState};
+use crate::txparse::{parse_tx, EntityPlace, TempId, Term, ValuePlace};
+use crate::value::Val;
+use duckdb::Connection;
+use planner::layout::{self, StoreName};
+use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// What a committed transaction reports (the row `mentat_transact` returns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxReport {
+    /// The transaction's entid (in `:db.part/tx`).
+    pub tx: Entid,
+    /// `:db/txInstant`, microseconds since the Unix epoch, UTC.
+    pub tx_instant: i64,
+    /// Datoms asserted plus datoms retracted, including the transaction's own `:db/txInstant` datom.
+    pub datoms: i64,
+    /// The entid each string tempid resolved to, sorted by tempid.
+    pub tempids: Vec<(String, Entid)>,
+}
+
+/// Runs one transaction of EDN tx data against `store` on `conn` and commits it.
+///
+/// The whole call is one atomic DuckDB transaction on `conn` (which must not have one open): on any error it is
+/// rolled back and the store is unchanged. Transactions of one store run one at a time (the store's writer
+/// lock). Errors: [`StorageError`] naming the offending form or datom.
+pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport> {
+    let _writer = store.lock_writer();
+    let state = store.state();
+    let terms = parse_tx(edn, &state.schema)?;
+    stage::ensure_tables(conn)?;
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    let mut tx = Tx::new(conn, &store.name, &state);
+    match tx.run(terms) {
+        Ok(report) => {
+            if let Err(e) = conn.execute_batch("COMMIT") {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e.into());
+            }
+            store.set_state(StoreState { schema: Arc::new(tx.schema), parts: tx.parts });
+            Ok(report)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// A datom without its tx: entity, attribute, value.
+type Eav = (Entid, Entid, Val);
+
+struct Tx<'a> {
+    conn: &'a Connection,
+    store: &'a StoreName,
+    /// The schema as of the start; `schema` becomes the schema after the transaction.
+    before: Arc<Schema>,
+    schema: Schema,
+    parts: Partitions,
+    tx: Entid,
+    tempids: HashMap<TempId, Entid>,
+    lookups: HashMap<(Entid, Val), Option<Entid>>,
+    new_entities: HashSet<Entid>,
+}
+
+impl<'a> Tx<'a> {
+    fn new(conn: &'a Connection, store: &'a StoreName, state: &StoreState) -> Tx<'a> {
+        let mut parts = state.parts;
+        let tx = parts.next_tx;
+        parts.next_tx += 1;
+        Tx {
+            conn,
+            store,
+            before: state.schema.clone(),
+            schema: (*state.schema).clone(),
+            parts,
+            tx,
+            tempids: HashMap::new(),
+            lookups: HashMap::new(),
+            new_entities: HashSet::new(),
+        }
+    }
+
+    fn attr(&self, a: Entid) -> &Attribute {
+        self.before.attribute(a).expect("terms only name attributes of the schema they were parsed with")
+    }
+
+    fn run(&mut self, terms: Vec<Term>) -> Result<TxReport> {
+        self.resolve_lookup_refs(&terms)?;
+        self.upsert(&terms)?;
+        self.allocate(&terms);
+        let mut adds: Vec<Eav> = Vec::new();
+        let mut retracts: Vec<Eav> = Vec::new();
+        let mut retract_entities: Vec<Entid> = Vec::new();
+        let mut retract_attrs: Vec<(Entid, Entid)> = Vec::new();
+        let mut cas: Vec<(Entid, Entid, Option<Val>, Val, String)> = Vec::new();
+        let mut explicit_instant: Option<(i64, String)> = None;
+        for t in &terms {
+            match t {
+                Term::Add { e, a, v, form } => {
+                    let (e, v) = (self.entity(e, form)?, self.value(v, form)?);
+                    if e == self.tx && *a == layout::DB_TX_INSTANT {
+                        if let Val::Instant(us) = v {
+                            explicit_instant = Some((us, form.clone()));
+                        }
+                        continue;
+                    }
+                    adds.push((e, *a, v));
+                }
+                Term::Retract { e, a, v, form } => retracts.push((self.entity(e, form)?, *a, self.value(v, form)?)),
+                Term::RetractAttribute { e, a, form } => retract_attrs.push((self.entity(e, form)?, *a)),
+                Term::RetractEntity { e, form } => retract_entities.push(self.entity(e, form)?),
+                Term::Cas { e, a, old, new, form } => {
+                    let old = match old {
+                        Some(o) => Some(self.value(o, form)?),
+                        None => None,
+                    };
+                    cas.push((self.entity(e, form)?, *a, old, self.value(new, form)?, form.clone()));
+                }
+            }
+        }
+        adds.extend(self.check_cas(&cas)?);
+        retracts.extend(self.expand_retract_entities(&retract_entities)?);
+        retracts.extend(self.expand_retract_attributes(&retract_attrs)?);
+        let mut adds = dedupe(adds);
+        let mut retracts = dedupe(retracts);
+        check_internal_conflicts(&self.before, &adds, &retracts)?;
+        self.against_current_state(&mut adds, &mut retracts)?;
+        self.check_unique(&adds, &retracts)?;
+        self.apply_schema_changes(&adds, &retracts)?;
+        let tx_instant = self.tx_instant(explicit_instant)?;
+        adds.push((self.tx, layout::DB_TX_INSTANT, Val::Instant(tx_instant)));
+        self.write(&adds, &retracts)?;
+        self.parts.last_tx_instant = tx_instant;
+        let mut tempids: Vec<(String, Entid)> = self
+            .tempids
+            .iter()
+            .filter_map(|(t, e)| match t {
+                TempId::User(s) => Some((s.clone(), *e)),
+                TempId::Internal(_) => None,
+            })
+            .collect();
+        tempids.sort();
+        Ok(TxReport { tx: self.tx, tx_instant, datoms: (adds.len() + retracts.len()) as i64, tempids })
+    }
+
+    /// Entities of attribute `aid` whose current value is one of `values`, through one join.
+    fn find_by_values(&mut self, aid: Entid, values: &[Val]) -> Result<()> {
+        let values: Vec<&Val> = values.iter().filter(|v| !self.lookups.contains_key(&(aid, (*v).clone()))).collect();
+        if values.is_empty() {
+            return Ok(());
+        }
+        let t = self.attr(aid).value_type;
+        stage::fill(self.conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false)))?;
+        let sql = format!(
+            "SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}",
+            self.store.current(aid),
+            to_store(t, "k")
+        );
+        let mut st = self.conn.prepare(&sql)?;
+        let found: Vec<(i64, Entid)> =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<std::result::Result<_, _>>()?;
+        for v in &values {
+            self.lookups.insert((aid, (*v).clone()), None);
+        }
+        for (i, e) in found {
+            self.lookups.insert((aid, values[i as usize].clone()), Some(e));
+        }
+        Ok(())
+    }
+
+    fn resolve_lookup_refs(&mut self, terms: &[Term]) -> Result<()> {
+        let mut wanted: BTreeMap<Entid, Vec<Val>> = BTreeMap::new();
+        let mut note = |p: &EntityPlace| {
+            if let EntityPlace::LookupRef(a, v) = p {
+                wanted.entry(*a).or_default().push(v.clone());
+            }
+        };
+        for t in terms {
+            match t {
+                Term::Add { e, v, .. } | Term::Retract { e, v, .. } => {
+                    note(e);
+                    if let ValuePlace::Entity(p) = v {
+                        note(p);
+                    }
+                }
+                Term::RetractAttribute { e, .. } | Term::RetractEntity { e, .. } => note(e),
+                Term::Cas { e, old, new, .. } => {
+                    note(e);
+                    for v in old.iter().chain(std::iter::once(new)) {
+                        if let ValuePlace::Entity(p) = v {
+                            note(p);
+                        }
+                    }
+                }
+            }
+        }
+        for (a, mut values) in wanted {
+            values.sort_by(|x, y| x.to_string().cmp(&y.to_string()));
+            values.dedup();
+            self.find_by_values(a, &values)?;
+        }
+        Ok(())
+    }
+
+    /// Resolves tempids that assert a `:db.unique/identity` value some entity already has, over as many passes
+    /// as chained tempids need.
+    fn upsert(&mut self, terms: &[Term]) -> Result<()> {
+        loop {
+            let mut candidates: Vec<(TempId, Entid, Val)> = Vec::new();
+            for t in terms {
+                if let Term::Add { e: EntityPlace::TempId(tid), a, v, .. } = t {
+                    if self.attr(*a).unique != Some(Unique::Identity) {
+                        continue;
+                    }
+                    let v = match v {
+                        ValuePlace::Scalar(s) => Some(s.clone()),
+                        ValuePlace::Entity(p) => self.try_entity(p).map(Val::Ref),
+                    };
+                    if let Some(v) = v {
+                        candidates.push((tid.clone(), *a, v));
+                    }
+                }
+            }
+            let mut by_attr: BTreeMap<Entid, Vec<Val>> = BTreeMap::new();
+            for (_, a, v) in &candidates {
+                by_attr.entry(*a).or_default().push(v.clone());
+            }
+            for (a, values) in by_attr {
+                self.find_by_values(a, &values)?;
+            }
+            let mut progress = false;
+            for (tid, a, v) in candidates {
+                if let Some(Some(found)) = self.lookups.get(&(a, v)) {
+                    match self.tempids.get(&tid) {
+                        Some(prev) if prev != found => {
+                            return Err(StorageError::UpsertConflict {
+                                tempid: tid.to_string(),
+                                first: *prev,
+                                second: *found,
+                            })
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.tempids.insert(tid, *found);
+                            progress = true;
+                        }
+                    }
+                }
+            }
+            if !progress {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Gives every unresolved tempid a new entid; tempids asserting the same identity value share one.
+    /// Tempids that assert `:db/ident` are allocated in `:db.part/db`, the others in `:db.part/user`.
+    fn allocate(&mut self, terms: &[Term]) {
+        let mut order: Vec<TempId> = Vec::new();
+        let mut seen: HashSet<TempId> = HashSet::new();
+        let mut in_db_part: HashSet<TempId> = HashSet::new();
+        let mut identity: HashMap<(Entid, Val), TempId> = HashMap::new();
+        let mut alias: HashMap<TempId, TempId> = HashMap::new();
+        let mut note = |p: &EntityPlace, order: &mut Vec<TempId>| {
+            if let EntityPlace::TempId(t) = p {
+                if seen.insert(t.clone()) {
+                    order.push(t.clone());
+                }
+            }
+        };
+        for t in terms {
+            match t {
+                Term::Add { e, a, v, .. } => {
+                    note(e, &mut order);
+                    if let ValuePlace::Entity(p) = v {
+                        note(p, &mut order);
+                    }
+                    if let (EntityPlace::TempId(tid), true) = (e, *a == layout::DB_IDENT) {
+                        in_db_part.insert(tid.clone());
+                    }
+                    if let (EntityPlace::TempId(tid), ValuePlace::Scalar(s)) = (e, v) {
+                        if !self.tempids.contains_key(tid) && self.attr(*a).unique == Some(Unique::Identity) {
+                            match identity.get(&(*a, s.clone())) {
+                                Some(first) if first != tid => {
+                                    alias.insert(tid.clone(), first.clone());
+                                }
+                                _ => {
+                                    identity.insert((*a, s.clone()), tid.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+                Term::Retract { e, v, .. } => {
+                    note(e, &mut order);
+                    if let ValuePlace::Entity(p) = v {
+                        note(p, &mut order);
+                    }
+                }
+                Term::RetractAttribute { e, .. } | Term::RetractEntity { e, .. } | Term::Cas { e, .. } => {
+                    note(e, &mut order)
+                }
+            }
+        }
+        for t in order {
+            if self.tempids.contains_key(&t) {
+                continue;
+            }
+            let mut root = t.clone();
+            while let Some(next) = alias.get(&root) {
+                root = next.clone();
+            }
+            if let Some(e) = self.tempids.get(&root).copied() {
+                self.tempids.insert(t, e);
+                continue;
+            }
+            let e = if in_db_part.contains(&root) || in_db_part.contains(&t) {
+                self.parts.next_db += 1;
+                self.parts.next_db - 1
+            } else {
+                self.parts.next_user += 1;
+                self.parts.next_user - 1
+            };
+            self.new_entities.insert(e);
+            self.tempids.insert(root.clone(), e);
+            self.tempids.insert(t, e);
+        }
+    }
+
+    fn try_entity(&self, p: &EntityPlace) -> Option<Entid> {
+        match p {
+            EntityPlace::Entid(e) => Some(*e),
+            EntityPlace::Ident(i) => self.before.entid(i),
+            EntityPlace::TempId(t) => self.tempids.get(t).copied(),
+            EntityPlace::LookupRef(a, v) => self.lookups.get(&(*a, v.clone())).copied().flatten(),
+            EntityPlace::Tx => Some(self.tx),
+        }
+    }
+
+    fn entity(&self, p: &EntityPlace, form: &str) -> Result<Entid> {
+        self.try_entity(p).ok_or_else(|| match p {
+            EntityPlace::Ident(i) => StorageError::UnknownIdent { ident: i.clone(), form: form.to_string() },
+            EntityPlace::LookupRef(a, v) => StorageError::LookupRef {
+                lookup_ref: format!("[{} {v}]", self.before.ident(*a).unwrap_or("?")),
+                reason: format!("no entity has that value (in {form})"),
+            },
+            _ => StorageError::BadForm { form: form.to_string(), reason: "unresolved entity".into() },
+        })
+    }
+
+    fn value(&self, v: &ValuePlace, form: &str) -> Result<Val> {
+        match v {
+            ValuePlace::Scalar(s) => Ok(s.clone()),
+            ValuePlace::Entity(p) => Ok(Val::Ref(self.entity(p, form)?)),
+        }
+    }
+
+    /// Current values of (entity, attribute) pairs, grouped by attribute: one join per attribute.
+    fn current_values(&self, pairs: &[(Entid, Entid)]) -> Result<HashMap<(Entid, Entid), Vec<Val>>> {
+        let mut out: HashMap<(Entid, Entid), Vec<Val>> = HashMap::new();
+        if pairs.is_empty() {
+            return Ok(out);
+        }
+        stage::fill(self.conn, KEYS, pairs.iter().map(|(e, a)| (*a, *e, None, false)))?;
+        let attrs: BTreeSet<Entid> = pairs.iter().map(|p| p.1).collect();
+        for a in attrs {
+            let t = self.attr(a).value_type;
+            let sql = format!(
+                "SELECT c.e, {} FROM {} c WHERE c.e IN (SELECT e FROM {KEYS} WHERE a = {a})",
+                from_store(t, "c.v"),
+                self.store.current(a)
+            );
+            let mut st = self.conn.prepare(&sql)?;
+            let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?)))?;
+            for row in rows {
+                let (e, v) = row?;
+                out.entry((e, a)).or_default().push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_cas(&self, cas: &[(Entid, Entid, Option<Val>, Val, String)]) -> Result<Vec<Eav>> {
+        let pairs: Vec<(Entid, Entid)> = cas.iter().map(|c| (c.0, c.1)).collect();
+        let current = self.current_values(&pairs)?;
+        let mut adds = Vec::new();
+        for (e, a, old, new, form) in cas {
+            if self.attr(*a).many {
+                return Err(StorageError::BadForm {
+                    form: form.clone(),
+                    reason: format!("{} is cardinality many; :db/cas needs cardinality one", self.attr(*a).ident),
+                });
+            }
+            let cur = current.get(&(*e, *a)).and_then(|v| v.first());
+            if cur != old.as_ref() {
+                return Err(StorageError::CasFailed {
+                    form: form.clone(),
+                    current: cur.map_or("nil".to_string(), |v| v.to_string()),
+                });
+            }
+            adds.push((*e, *a, new.clone()));
+        }
+        Ok(adds)
+    }
+
+    /// All datoms of the entities, the datoms that refer to them, and recursively those of their components.
+    fn expand_retract_entities(&self, roots: &[Entid]) -> Result<Vec<Eav>> {
+        let mut out = Vec::new();
+        let mut done: HashSet<Entid> = HashSet::new();
+        let mut frontier: Vec<Entid> = roots.iter().copied().filter(|e| done.insert(*e)).collect();
+        while !frontier.is_empty() {
+            stage::fill(self.conn, KEYS, frontier.iter().map(|e| (0, *e, None, false)))?;
+            let mut next = Vec::new();
+            for attr in self.before.attributes() {
+                let t = attr.value_type;
+                let refs = if t == ValueType::Ref { " OR c.v IN (SELECT e FROM mentat_keys)" } else { "" };
+                let sql = format!(
+                    "SELECT c.e, {} FROM {} c WHERE c.e IN (SELECT e FROM {KEYS}){refs}",
+                    from_store(t, "c.v"),
+                    self.store.current(attr.entid)
+                );
+                let mut st = self.conn.prepare(&sql)?;
+                let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?)))?;
+                for row in rows {
+                    let (e, v) = row?;
+                    if attr.component && frontier.contains(&e) {
+                        if let Val::Ref(child) = v {
+                            if done.insert(child) {
+                                next.push(child);
+                            }
+                        }
+                    }
+                    out.push((e, attr.entid, v));
+                }
+            }
+            frontier = next;
+        }
+        Ok(out)
+    }
+
+    fn expand_retract_attributes(&self, pairs: &[(Entid, Entid)]) -> Result<Vec<Eav>> {
+        let current = self.current_values(pairs)?;
+        Ok(pairs
+            .iter()
+            .flat_map(|(e, a)| current.get(&(*e, *a)).into_iter().flatten().map(move |v| (*e, *a, v.clone())))
+            .collect())
+    }
+
+    /// Drops redundant assertions and retractions of absent datoms, and retracts the old value of every
+    /// cardinality-one attribute given a new one. Entities allocated by this transaction have no datoms yet and
+    /// are not looked up.
+    fn against_current_state(&self, adds: &mut Vec<Eav>, retracts: &mut Vec<Eav>) -> Result<()> {
+        let mut pairs: Vec<(Entid, Entid)> = adds
+            .iter()
+            .chain(retracts.iter())
+            .filter(|d| !self.new_entities.contains(&d.0))
+            .map(|d| (d.0, d.1))
+            .collect();
+        pairs.sort();
+        pairs.dedup();
+        let current = self.current_values(&pairs)?;
+        let has = |e: Entid, a: Entid, v: &Val| current.get(&(e, a)).is_some_and(|vs| vs.contains(v));
+        let explicit: HashSet<Eav> = retracts.iter().cloned().collect();
+        retracts.retain(|(e, a, v)| has(*e, *a, v));
+        let mut replaced = Vec::new();
+        adds.retain(|(e, a, v)| {
+            if has(*e, *a, v) {
+                return false;
+            }
+            if !self.attr(*a).many {
+                for old in current.get(&(*e, *a)).into_iter().flatten() {
+                    let d = (*e, *a, old.clone());
+                    if !explicit.contains(&d) {
+                        replaced.push(d);
+                    }
+                }
+            }
+            true
+        });
+        retracts.extend(replaced);
+        Ok(())
+    }
+
+    fn check_unique(&mut self, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+        let mut by_attr: BTreeMap<Entid, Vec<(Entid, Val)>> = BTreeMap::new();
+        for (e, a, v) in adds {
+            if self.attr(*a).unique.is_some() {
+                by_attr.entry(*a).or_default().push((*e, v.clone()));
+            }
+        }
+        let retracted: HashSet<&Eav> = retracts.iter().collect();
+        for (a, evs) in by_attr {
+            let ident = self.attr(a).ident.clone();
+            let mut within: HashMap<&Val, Entid> = HashMap::new();
+            for (e, v) in &evs {
+                if let Some(first) = within.insert(v, *e) {
+                    if first != *e {
+                        return Err(StorageError::UniqueConflict {
+                            attribute: ident,
+                            value: v.to_string(),
+                            holder: first,
+                            entity: *e,
+                        });
+                    }
+                }
+            }
+            let values: Vec<Val> = evs.iter().map(|p| p.1.clone()).collect();
+            self.find_by_values(a, &values)?;
+            for (e, v) in &evs {
+                if let Some(Some(holder)) = self.lookups.get(&(a, v.clone())) {
+                    if holder != e && !retracted.contains(&(*holder, a, v.clone())) {
+                        return Err(StorageError::UniqueConflict {
+                            attribute: ident,
+                            value: v.to_string(),
+                            holder: *holder,
+                            entity: *e,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies datoms about idents and attributes to the schema, checking Mentat's alteration rules, and issues
+    /// the DDL for new attributes and index changes inside the running transaction.
+    fn apply_schema_changes(&mut self, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+        let is_schema_attr = |a: Entid| (layout::DB_IDENT..=layout::DB_DOC).contains(&a);
+        let touched: BTreeSet<Entid> =
+            adds.iter().chain(retracts.iter()).filter(|d| is_schema_attr(d.1)).map(|d| d.0).collect();
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let mut props: HashMap<Entid, HashMap<Entid, String>> = HashMap::new();
+        for e in &touched {
+            props.insert(*e, self.before.attribute(*e).map(attribute_props).unwrap_or_default());
+        }
+        let text = |v: &Val| match v {
+            Val::Ref(x) | Val::Long(x) => x.to_string(),
+            Val::Bool(b) => b.to_string(),
+            Val::Str(s) => s.clone(),
+            other => other.to_string(),
+        };
+        for (e, a, v) in retracts.iter().filter(|d| is_schema_attr(d.1)) {
+            if *a == layout::DB_IDENT {
+                if let Val::Str(i) = v {
+                    self.schema.remove_ident(i);
+                }
+            } else if props.get(e).and_then(|p| p.get(a)) == Some(&text(v)) {
+                props.get_mut(e).map(|p| p.remove(a));
+            }
+        }
+        for (e, a, v) in adds.iter().filter(|d| is_schema_attr(d.1)) {
+            if *a == layout::DB_IDENT {
+                if let Val::Str(i) = v {
+                    self.schema.add_ident(i, *e);
+                }
+            } else {
+                props.entry(*e).or_default().insert(*a, text(v));
+            }
+        }
+        for e in touched {
+            let p = &props[&e];
+            let old = self.before.attribute(e).cloned();
+            let new = store::attribute_from_props(&self.schema, e, p);
+            let name = self.schema.ident(e).map_or_else(|| e.to_string(), str::to_string);
+            let err = |reason: String| StorageError::Schema { attribute: name.clone(), reason };
+            match (old, new) {
+                (None, None) => {
+                    let partial = [layout::DB_VALUE_TYPE, layout::DB_CARDINALITY, layout::DB_UNIQUE]
+                        .iter()
+                        .any(|k| p.contains_key(k));
+                    if partial {
+                        return Err(err(
+                            "an attribute needs :db/ident, :db/valueType and :db/cardinality together".into(),
+                        ));
+                    }
+                }
+                (Some(_), None) => {
+                    return Err(err("an installed attribute keeps its :db/valueType and :db/cardinality".into()))
+                }
+                (None, Some(new)) => {
+                    if new.fulltext && new.value_type != ValueType::String {
+                        return Err(err(":db/fulltext needs :db.type/string".into()));
+                    }
+                    for sql in store::attribute_ddl(self.store, &new) {
+                        self.conn.execute_batch(&sql)?;
+                    }
+                    self.schema.add_attribute(new);
+                }
+                (Some(old), Some(new)) => {
+                    self.alter_attribute(&old, &new).map_err(|e| match e {
+                        StorageError::Schema { reason, .. } => err(reason),
+                        other => other,
+                    })?;
+                    self.schema.add_attribute(new);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn alter_attribute(&self, old: &Attribute, new: &Attribute) -> Result<()> {
+        let err = |reason: &str| StorageError::Schema { attribute: new.ident.clone(), reason: reason.to_string() };
+        let table = self.store.current(old.entid);
+        if old.value_type != new.value_type {
+            return Err(err(":db/valueType never changes once installed"));
+        }
+        if new.fulltext != old.fulltext {
+            return Err(err(":db/fulltext cannot be changed once installed"));
+        }
+        if old.many && !new.many {
+            let sql = format!("SELECT e FROM {table} GROUP BY e HAVING count(*) > 1 LIMIT 1");
+            if let Some(e) = self.conn.query_row(&sql, [], |r| r.get::<_, i64>(0)).ok() {
+                return Err(err(&format!(
+                    "cannot become :db.cardinality/one: entity {e} holds more than one value"
+                )));
+            }
+        }
+        if new.unique.is_some() && old.unique.is_none() {
+            let sql = format!(
+                "SELECT {} FROM {table} GROUP BY v HAVING count(*) > 1 LIMIT 1",
+                from_store(old.value_type, "v")
+            );
+            if let Some(v) = self.conn.query_row(&sql, [], |r| read_val(r, 0, old.value_type)).ok() {
+                return Err(err(&format!("cannot become :db/unique: value {v} is held by more than one entity")));
+            }
+        }
+        let indexed = |a: &Attribute| a.index || a.unique.is_some();
+        if indexed(new) && !indexed(old) {
+            self.conn.execute_batch(&store::index_ddl(self.store, old.entid))?;
+        } else if !indexed(new) && indexed(old) {
+            self.conn.execute_batch(&store::drop_index_ddl(self.store, old.entid))?;
+        }
+        Ok(())
+    }
+
+    fn tx_instant(&self, explicit: Option<(i64, String)>) -> Result<i64> {
+        let last = self.parts.last_tx_instant;
+        match explicit {
+            Some((us, form)) if us < last => Err(StorageError::BadForm {
+                form,
+                reason: format!(
+                    ":db/txInstant may not go backwards: the last transaction is at {}",
+                    Val::Instant(last)
+                ),
+            }),
+            Some((us, _)) => Ok(us),
+            None => Ok(chrono::Utc::now().timestamp_micros().max(last)),
+        }
+    }
+
+    /// Stages the final datoms and writes them: for each touched attribute one `DELETE ... USING` for
+    /// retractions, one `INSERT ... SELECT` into current state and one into history.
+    fn write(&self, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+        let rows = adds
+            .iter()
+            .map(|(e, a, v)| (*a, *e, Some(v), true))
+            .chain(retracts.iter().map(|(e, a, v)| (*a, *e, Some(v), false)));
+        stage::fill(self.conn, STAGE, rows)?;
+        let added: BTreeSet<Entid> = adds.iter().map(|d| d.1).collect();
+        let removed: BTreeSet<Entid> = retracts.iter().map(|d| d.1).collect();
+        let tx = self.tx;
+        let mut sql = Vec::new();
+        for a in added.union(&removed) {
+            let attr = self.schema.attribute(*a).unwrap_or_else(|| self.attr(*a));
+            let v = to_store(attr.value_type, "s");
+            let (cur, hist) = (self.store.current(*a), self.store.history(*a));
+            if removed.contains(a) {
+                sql.push(format!(
+                    "DELETE FROM {cur} c USING {STAGE} s WHERE s.a = {a} AND NOT s.added AND c.e = s.e AND c.v = {v}"
+                ));
+            }
+            if added.contains(a) {
+                sql.push(format!("INSERT INTO {cur} SELECT s.e, {v}, {tx} FROM {STAGE} s WHERE s.a = {a} AND s.added"));
+            }
+            sql.push(format!("INSERT INTO {hist} SELECT s.e, {v}, {tx}, s.added FROM {STAGE} s WHERE s.a = {a}"));
+        }
+        let parts = self.store.table("partitions");
+        sql.push(format!(
+            "UPDATE {parts} SET next = CASE ident WHEN ':db.part/db' THEN {} WHEN ':db.part/user' THEN {} ELSE {} END",
+            self.parts.next_db, self.parts.next_user, self.parts.next_tx
+        ));
+        self.conn.execute_batch(&sql.join(";\n"))?;
+        Ok(())
+    }
+}
+
+/// The schema datoms of an installed attribute, as the text `attribute_from_props` reads.
+fn attribute_props(a: &Attribute) -> HashMap<Entid, String> {
+    let mut p = HashMap::new();
+    p.insert(layout::DB_VALUE_TYPE, layout::value_type_entid(a.value_type).to_string());
+    p.insert(
+        layout::DB_CARDINALITY,
+        if a.many { layout::DB_CARDINALITY_MANY } else { layout::DB_CARDINALITY_ONE }.to_string(),
+    );
+    if let Some(u) = a.unique {
+        p.insert(layout::DB_UNIQUE, store::unique_entid(u).to_string());
+    }
+    if a.index {
+        p.insert(layout::DB_INDEX, "true".into());
+    }
+    if a.fulltext {
+        p.insert(layout::DB_FULLTEXT, "true".into());
+    }
+    if a.component {
+        p.insert(layout::DB_IS_COMPONENT, "true".into());
+    }
+    if let Some(d) = &a.doc {
+        p.insert(layout::DB_DOC, d.clone());
+    }
+    p
+}
+
+/// Set semantics inside one transaction: a datom stated twice counts once. Keeps first-seen order.
+fn dedupe(v: Vec<Eav>) -> Vec<Eav> {
+    let mut seen = HashSet::with_capacity(v.len());
+    v.into_iter().filter(|d| seen.insert(d.clone())).collect()
+}
+
+/// A transaction may not both add and retract one datom, nor give one entity two values of a
+/// cardinality-one attribute.
+pub fn check_internal_conflicts(schema: &Schema, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+    let retracted: HashSet<&Eav> = retracts.iter().collect();
+    let mut one: HashMap<(Entid, Entid), &Val> = HashMap::new();
+    for d in adds {
+        let ident = schema.ident(d.1).unwrap_or("?");
+        if retracted.contains(d) {
+            return Err(StorageError::Conflict(format!("[{} {ident} {}] is both added and retracted", d.0, d.2)));
+        }
+        if schema.attribute(d.1).is_some_and(|a| !a.many) {
+            if let Some(prev) = one.insert((d.0, d.1), &d.2) {
+                return Err(StorageError::Conflict(format!(
+                    "entity {} gets two values of cardinality-one {ident}: {prev} and {}",
+                    d.0, d.2
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_conflicts() {
+        let s = layout::bootstrap_schema();
+        let doc = layout::DB_DOC;
+        let a = (100, doc, Val::Str("x".into()));
+        let b = (100, doc, Val::Str("y".into()));
+        assert!(check_internal_conflicts(&s, &[a.clone()], &[a.clone()]).unwrap_err().to_string().contains("both added and retracted"));
+        let e = check_internal_conflicts(&s, &[a.clone(), b], &[]).unwrap_err();
+        assert!(e.to_string().contains("two values of cardinality-one :db/doc"), "{e}");
+        assert!(check_internal_conflicts(&s, &[a.clone()], &[]).is_ok());
+        assert_eq!(dedupe(vec![a.clone(), a.clone()]).len(), 1);
+    }
+}

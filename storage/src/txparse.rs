@@ -1,0 +1,446 @@
+//! EDN transaction data to typed terms (the first stage of the transactor).
+//!
+//! Follows Datomic's and Mentat's transaction grammar: list forms `[:db/add e a v]`, `[:db/retract e a v]`,
+//! `[:db/retract e a]`, `[:db/retractEntity e]` (also `:db.fn/retractEntity`), `[:db.fn/retractAttribute e a]`,
+//! `[:db/cas e a old new]` (also `:db.fn/cas`); map forms with an optional `:db/id`, nested maps, vector values
+//! for cardinality-many attributes and reverse attributes `:ns/_attr`. Entity positions take entids, idents,
+//! string tempids, lookup refs (`[:a v]` or `(lookup-ref :a v)`) and the current transaction
+//! (`(transaction-tx)` or `"datomic.tx"`).
+
+use crate::error::{Result, StorageError};
+use crate::value::{scalar_from_edn, Val};
+use edn_format::{Keyword, Value as Edn};
+use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+
+/// A tempid: one the user wrote, or one the transactor made for a map without `:db/id`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TempId {
+    User(String),
+    Internal(u64),
+}
+
+impl std::fmt::Display for TempId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TempId::User(s) => write!(f, "{s:?}"),
+            TempId::Internal(n) => write!(f, "<map #{n}>"),
+        }
+    }
+}
+
+/// Something in entity position, before resolution.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum EntityPlace {
+    Entid(Entid),
+    Ident(String),
+    TempId(TempId),
+    /// `[:attr value]`: the entity whose unique attribute `attr` has `value`.
+    LookupRef(Entid, Val),
+    /// The transaction being run.
+    Tx,
+}
+
+/// Something in value position: a typed scalar, or an entity for `:db.type/ref` attributes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ValuePlace {
+    Scalar(Val),
+    Entity(EntityPlace),
+}
+
+/// One operation of a transaction, attributes resolved to entids and values type-checked.
+/// `form` is the EDN text of the top-level form it came from, for error messages.
+#[derive(Clone, Debug)]
+pub enum Term {
+    Add { e: EntityPlace, a: Entid, v: ValuePlace, form: String },
+    Retract { e: EntityPlace, a: Entid, v: ValuePlace, form: String },
+    RetractAttribute { e: EntityPlace, a: Entid, form: String },
+    RetractEntity { e: EntityPlace, form: String },
+    Cas { e: EntityPlace, a: Entid, old: Option<ValuePlace>, new: ValuePlace, form: String },
+}
+
+/// Parses EDN text into the top-level vector of transaction forms.
+pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
+    let v = edn_format::parse_str(text).map_err(|e| StorageError::Edn {
+        row: e.row,
+        col: e.col,
+        message: format!("{:?}", e.error),
+    })?;
+    match v {
+        Edn::Vector(items) | Edn::List(items) => Ok(items),
+        other => Err(StorageError::bad_form(&other, "a transaction is a vector of forms")),
+    }
+}
+
+/// Turns transaction forms into [`Term`]s against `schema`.
+pub struct TermBuilder<'s> {
+    schema: &'s Schema,
+    next_internal: u64,
+    /// Terms produced so far.
+    pub terms: Vec<Term>,
+}
+
+impl<'s> TermBuilder<'s> {
+    pub fn new(schema: &'s Schema) -> TermBuilder<'s> {
+        TermBuilder { schema, next_internal: 0, terms: Vec::new() }
+    }
+
+    /// Adds the terms of one top-level form.
+    pub fn add_form(&mut self, form: &Edn) -> Result<()> {
+        match form {
+            Edn::Map(_) => {
+                let text = edn_format::emit_str(form);
+                self.map_form(form, &text, None).map(|_| ())
+            }
+            Edn::Vector(items) | Edn::List(items) => {
+                let text = edn_format::emit_str(form);
+                self.list_form(items, &text)
+            }
+            _ => Err(StorageError::bad_form(form, "expected a list form like [:db/add e a v] or a map")),
+        }
+    }
+
+    fn list_form(&mut self, items: &[Edn], form: &str) -> Result<()> {
+        let bad = |reason: &str| StorageError::BadForm { form: form.to_string(), reason: reason.to_string() };
+        let op = match items.first() {
+            Some(Edn::Keyword(k)) => k.to_string(),
+            _ => return Err(bad("the first element must be an operation keyword such as :db/add")),
+        };
+        match (op.as_str(), items.len()) {
+            (":db/add", 4) | (":db/retract", 4) => {
+                let (a, reverse) = self.attribute(&items[2], form)?;
+                let add = op == ":db/add";
+                let (e, v) = if reverse {
+                    // [:db/add e :ns/_attr v] is [:db/add v :ns/attr e].
+                    (self.entity(&items[3], form)?, ValuePlace::Entity(self.entity(&items[1], form)?))
+                } else {
+                    (self.entity(&items[1], form)?, self.value(a, &items[3], form)?)
+                };
+                if let ValuePlace::Entity(EntityPlace::TempId(TempId::Internal(_))) = v {
+                    return Err(bad("nested maps are only allowed in map forms"));
+                }
+                self.terms.push(if add {
+                    Term::Add { e, a: a.entid, v, form: form.to_string() }
+                } else {
+                    Term::Retract { e, a: a.entid, v, form: form.to_string() }
+                });
+                Ok(())
+            }
+            (":db/retract", 3) | (":db.fn/retractAttribute", 3) | (":db/retractAttribute", 3) => {
+                let (a, reverse) = self.attribute(&items[2], form)?;
+                if reverse {
+                    return Err(bad("a reverse attribute cannot be retracted as a whole"));
+                }
+                let e = self.entity(&items[1], form)?;
+                self.terms.push(Term::RetractAttribute { e, a: a.entid, form: form.to_string() });
+                Ok(())
+            }
+            (":db/retractEntity", 2) | (":db.fn/retractEntity", 2) => {
+                let e = self.entity(&items[1], form)?;
+                self.terms.push(Term::RetractEntity { e, form: form.to_string() });
+                Ok(())
+            }
+            (":db/cas", 5) | (":db.fn/cas", 5) => {
+                let (a, reverse) = self.attribute(&items[2], form)?;
+                if reverse {
+                    return Err(bad("compare-and-swap takes a forward attribute"));
+                }
+                let e = self.entity(&items[1], form)?;
+                let old = match &items[3] {
+                    Edn::Nil => None,
+                    v => Some(self.value(a, v, form)?),
+                };
+                let new = self.value(a, &items[4], form)?;
+                self.terms.push(Term::Cas { e, a: a.entid, old, new, form: form.to_string() });
+                Ok(())
+            }
+            (":db/add" | ":db/retract" | ":db/retractEntity" | ":db.fn/retractEntity" | ":db/cas" | ":db.fn/cas"
+            | ":db.fn/retractAttribute" | ":db/retractAttribute", n) => {
+                Err(bad(&format!("wrong number of elements ({n}) for {op}")))
+            }
+            _ => Err(bad(&format!("unknown operation {op}"))),
+        }
+    }
+
+    /// Expands a map form into terms and returns the entity it describes. `under` names the attribute that
+    /// holds a nested map (None at top level).
+    fn map_form(&mut self, map: &Edn, form: &str, under: Option<&Attribute>) -> Result<EntityPlace> {
+        let Edn::Map(entries) = map else { unreachable!("map_form takes maps") };
+        let mut e = None;
+        for (k, v) in entries {
+            if matches!(k, Edn::Keyword(kw) if kw.to_string() == ":db/id") {
+                e = Some(self.entity(v, form)?);
+            }
+        }
+        if let Some(parent) = under {
+            let reachable = e.is_some()
+                || parent.component
+                || entries.keys().any(|k| match k {
+                    Edn::Keyword(kw) => self
+                        .schema
+                        .attribute_by_ident(&kw.to_string())
+                        .is_some_and(|a| a.unique == Some(Unique::Identity)),
+                    _ => false,
+                });
+            if !reachable {
+                return Err(StorageError::DanglingEntity {
+                    form: edn_format::emit_str(map),
+                    attribute: parent.ident.clone(),
+                });
+            }
+        }
+        let e = match e {
+            Some(e) => e,
+            None => {
+                self.next_internal += 1;
+                EntityPlace::TempId(TempId::Internal(self.next_internal))
+            }
+        };
+        for (k, v) in entries {
+            if matches!(k, Edn::Keyword(kw) if kw.to_string() == ":db/id") {
+                continue;
+            }
+            let (attr, reverse) = self.attribute(k, form)?;
+            let values: Vec<&Edn> = match v {
+                Edn::Vector(items) if !self.is_lookup_ref(attr, v) => items.iter().collect(),
+                Edn::Set(items) => items.iter().collect(),
+                _ => vec![v],
+            };
+            if values.len() != 1 && !attr.many && !reverse {
+                return Err(StorageError::BadForm {
+                    form: form.to_string(),
+                    reason: format!("{} is cardinality one but was given {} values", attr.ident, values.len()),
+                });
+            }
+            for value in values {
+                if reverse {
+                    let source = match value {
+                        Edn::Map(_) => self.map_form(value, form, Some(attr))?,
+                        other => self.entity(other, form)?,
+                    };
+                    self.terms.push(Term::Add {
+                        e: source,
+                        a: attr.entid,
+                        v: ValuePlace::Entity(e.clone()),
+                        form: form.to_string(),
+                    });
+                } else {
+                    let v = self.value(attr, value, form)?;
+                    self.terms.push(Term::Add { e: e.clone(), a: attr.entid, v, form: form.to_string() });
+                }
+            }
+        }
+        Ok(e)
+    }
+
+    fn is_lookup_ref(&self, attr: &Attribute, v: &Edn) -> bool {
+        attr.value_type == ValueType::Ref
+            && matches!(v, Edn::Vector(items) if items.len() == 2
+                && matches!(&items[0], Edn::Keyword(k) if self.schema.attribute_by_ident(&k.to_string()).is_some_and(|a| a.unique.is_some())))
+    }
+
+    /// Resolves an attribute position; returns the attribute and whether it was written in reverse.
+    fn attribute(&self, a: &Edn, form: &str) -> Result<(&'s Attribute, bool)> {
+        let unknown = |ident: String| StorageError::UnknownAttribute { ident, form: form.to_string() };
+        match a {
+            Edn::Keyword(k) => {
+                let ident = k.to_string();
+                if let Some(attr) = self.schema.attribute_by_ident(&ident) {
+                    return Ok((attr, false));
+                }
+                if let Some(forward) = reverse_of(k) {
+                    if let Some(attr) = self.schema.attribute_by_ident(&forward) {
+                        if attr.value_type != ValueType::Ref {
+                            return Err(StorageError::BadForm {
+                                form: form.to_string(),
+                                reason: format!("reverse attribute {ident} needs {forward} to be a ref attribute"),
+                            });
+                        }
+                        return Ok((attr, true));
+                    }
+                }
+                Err(unknown(ident))
+            }
+            Edn::Integer(e) => self.schema.attribute(*e).map(|a| (a, false)).ok_or_else(|| unknown(e.to_string())),
+            other => Err(unknown(edn_format::emit_str(other))),
+        }
+    }
+
+    /// Parses an entity position.
+    pub fn entity(&self, e: &Edn, form: &str) -> Result<EntityPlace> {
+        let bad = |reason: &str| StorageError::BadForm { form: form.to_string(), reason: reason.to_string() };
+        match e {
+            Edn::Integer(i) => Ok(EntityPlace::Entid(*i)),
+            Edn::Keyword(k) => Ok(EntityPlace::Ident(k.to_string())),
+            Edn::String(s) if s == "datomic.tx" => Ok(EntityPlace::Tx),
+            Edn::String(s) => Ok(EntityPlace::TempId(TempId::User(s.clone()))),
+            Edn::Vector(items) if items.len() == 2 => self.lookup_ref(&items[0], &items[1], e),
+            Edn::List(items) => match items.as_slice() {
+                [Edn::Symbol(s), a, v] if s.to_string() == "lookup-ref" => self.lookup_ref(a, v, e),
+                [Edn::Symbol(s)] if s.to_string() == "transaction-tx" => Ok(EntityPlace::Tx),
+                _ => Err(bad(&format!("{} is not an entity", edn_format::emit_str(e)))),
+            },
+            _ => Err(bad(&format!("{} is not an entity", edn_format::emit_str(e)))),
+        }
+    }
+
+    fn lookup_ref(&self, a: &Edn, v: &Edn, whole: &Edn) -> Result<EntityPlace> {
+        let text = edn_format::emit_str(whole);
+        let err = |reason: String| StorageError::LookupRef { lookup_ref: text.clone(), reason };
+        let attr = match a {
+            Edn::Keyword(k) => self.schema.attribute_by_ident(&k.to_string()),
+            Edn::Integer(e) => self.schema.attribute(*e),
+            _ => None,
+        }
+        .ok_or_else(|| err(format!("unknown attribute {}", edn_format::emit_str(a))))?;
+        if attr.unique.is_none() {
+            return Err(err(format!("{} is not :db/unique", attr.ident)));
+        }
+        let val = if attr.value_type == ValueType::Ref {
+            match v {
+                Edn::Integer(i) => Val::Ref(*i),
+                _ => return Err(err("a lookup ref on a ref attribute takes an entid".into())),
+            }
+        } else {
+            scalar_from_edn(v, attr, &text).map_err(|_| {
+                err(format!(
+                    "{} does not match {} of type {}",
+                    edn_format::emit_str(v),
+                    attr.ident,
+                    attr.value_type.ident()
+                ))
+            })?
+        };
+        Ok(EntityPlace::LookupRef(attr.entid, val))
+    }
+
+    /// Parses a value position for `attr`.
+    fn value(&mut self, attr: &Attribute, v: &Edn, form: &str) -> Result<ValuePlace> {
+        if attr.value_type != ValueType::Ref {
+            if matches!(v, Edn::Vector(items) if items.len() == 2 && matches!(items[0], Edn::Keyword(_)))
+                || matches!(v, Edn::List(items) if matches!(items.first(), Some(Edn::Symbol(s)) if s.to_string() == "lookup-ref"))
+            {
+                return Err(StorageError::LookupRef {
+                    lookup_ref: edn_format::emit_str(v),
+                    reason: format!(
+                        "used as the value of {}, which is of type {}, not a ref",
+                        attr.ident,
+                        attr.value_type.ident()
+                    ),
+                });
+            }
+            return Ok(ValuePlace::Scalar(scalar_from_edn(v, attr, form)?));
+        }
+        match v {
+            Edn::Map(_) => Ok(ValuePlace::Entity(self.map_form(v, form, Some(attr))?)),
+            Edn::Integer(_) | Edn::Keyword(_) | Edn::String(_) | Edn::Vector(_) | Edn::List(_) => {
+                Ok(ValuePlace::Entity(self.entity(v, form)?))
+            }
+            _ => Err(StorageError::WrongType {
+                value: edn_format::emit_str(v),
+                attribute: attr.ident.clone(),
+                expected: attr.value_type.ident().to_string(),
+                form: form.to_string(),
+            }),
+        }
+    }
+}
+
+/// `:ns/_name` → `:ns/name`; None for a forward keyword.
+fn reverse_of(k: &Keyword) -> Option<String> {
+    let name = k.name().strip_prefix('_')?;
+    Some(match k.namespace() {
+        Some(ns) => format!(":{ns}/{name}"),
+        None => format!(":{name}"),
+    })
+}
+
+/// Parses a whole transaction into terms.
+pub fn parse_tx(text: &str, schema: &Schema) -> Result<Vec<Term>> {
+    let forms = parse_edn(text)?;
+    let mut b = TermBuilder::new(schema);
+    for f in &forms {
+        b.add_form(f)?;
+    }
+    Ok(b.terms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use planner::layout::bootstrap_schema;
+
+    fn schema() -> Schema {
+        let mut email = Attribute::new(100, ":user/email", ValueType::String);
+        email.unique = Some(Unique::Identity);
+        let mut label = Attribute::new(103, ":issue/label", ValueType::Ref);
+        label.many = true;
+        let mut lname = Attribute::new(104, ":label/name", ValueType::String);
+        lname.unique = Some(Unique::Identity);
+        let mut comp = Attribute::new(105, ":issue/comment", ValueType::Ref);
+        comp.component = true;
+        comp.many = true;
+        let mut s = bootstrap_schema()
+            .with_attribute(email)
+            .with_attribute(Attribute::new(101, ":user/name", ValueType::String))
+            .with_attribute(Attribute::new(102, ":issue/assignee", ValueType::Ref))
+            .with_attribute(label)
+            .with_attribute(lname)
+            .with_attribute(comp)
+            .with_attribute(Attribute::new(106, ":comment/text", ValueType::String));
+        s.add_ident(":state/open", 200);
+        s
+    }
+
+    #[test]
+    fn list_forms_and_entity_places() {
+        let s = schema();
+        let t = parse_tx(
+            r#"[[:db/add "u" :user/name "Ann"] [:db/add [:user/email "a@b.c"] :user/name "B"]
+                [:db/add (lookup-ref :user/email "x") :user/name "C"] [:db/retract 65536 :user/name "D"]
+                [:db/add (transaction-tx) :db/doc "tx"] [:db/retract 65536 :user/name]]"#,
+            &s,
+        )
+        .unwrap();
+        assert_eq!(t.len(), 6);
+        assert!(matches!(&t[0], Term::Add { e: EntityPlace::TempId(TempId::User(u)), a: 101, v: ValuePlace::Scalar(Val::Str(n)), .. } if u == "u" && n == "Ann"));
+        assert!(matches!(&t[1], Term::Add { e: EntityPlace::LookupRef(100, Val::Str(v)), .. } if v == "a@b.c"));
+        assert!(matches!(&t[2], Term::Add { e: EntityPlace::LookupRef(100, _), .. }));
+        assert!(matches!(&t[3], Term::Retract { e: EntityPlace::Entid(65536), .. }));
+        assert!(matches!(&t[4], Term::Add { e: EntityPlace::Tx, a: 8, .. }));
+        assert!(matches!(&t[5], Term::RetractAttribute { a: 101, .. }));
+    }
+
+    #[test]
+    fn map_forms_nested_reverse_and_many() {
+        let s = schema();
+        let t = parse_tx(
+            r#"[{:db/id "i" :issue/assignee [:user/email "a"] :issue/label [[:label/name "x"] [:label/name "y"]]
+                 :issue/comment [{:comment/text "hi"}]}
+                {:user/email "e" :issue/_assignee "i"}]"#,
+            &s,
+        )
+        .unwrap();
+        // assignee, two labels, one component comment (its own text + the ref), then the reverse form (email + ref).
+        assert_eq!(t.len(), 7, "{t:#?}");
+        let reverse = t.iter().find(|t| matches!(t, Term::Add { e: EntityPlace::TempId(TempId::User(u)), a: 102, v: ValuePlace::Entity(EntityPlace::TempId(TempId::Internal(_))), .. } if u == "i"));
+        assert!(reverse.is_some(), "{t:#?}");
+    }
+
+    #[test]
+    fn errors_name_the_form() {
+        let s = schema();
+        let e = parse_tx(r#"[[:db/add "u" :user/nope 1]]"#, &s).unwrap_err();
+        assert_eq!(e.to_string(), r#"unknown attribute :user/nope in [:db/add "u" :user/nope 1]"#);
+        let e = parse_tx(r#"[{:issue/assignee {:user/name "x"}}]"#, &s).unwrap_err();
+        assert!(matches!(e, StorageError::DanglingEntity { .. }), "{e}");
+        let e = parse_tx(r#"[[:db/add "u" :user/name [:user/email "x"]]]"#, &s).unwrap_err();
+        assert!(e.to_string().contains("not a ref"), "{e}");
+        let e = parse_tx(r#"[[:db/add [:user/name "x"] :user/name "y"]]"#, &s).unwrap_err();
+        assert!(e.to_string().contains("is not :db/unique"), "{e}");
+        let e = parse_tx(r#"[[:db/add "u" :user/name 1]]"#, &s).unwrap_err();
+        assert!(matches!(e, StorageError::WrongType { .. }));
+        assert!(matches!(parse_tx("[[:db/add", &s).unwrap_err(), StorageError::Edn { .. }));
+        // a nested map with a unique identity attribute is fine
+        assert!(parse_tx(r#"[{:issue/assignee {:user/email "x"}}]"#, &s).is_ok());
+    }
+}
