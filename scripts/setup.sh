@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing mentat needs (Python packages from PyPI, cmake) and builds
+# build/mentat.duckdb_extension. Safe to run again: installed things are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+need=()
+$PY -c "import duckdb, sys; sys.exit(0 if duckdb.__version__.startswith('2.0.') else 1)" 2>/dev/null || need+=("duckdb>=2.0,<2.1")
+command -v duckdb >/dev/null && duckdb --version 2>/dev/null | grep -q "v1.5.6" || need+=("duckdb-cli==1.5.6")
+command -v cmake >/dev/null || need+=("cmake")
+$PY -c "import pytest, pyarrow, polars, pandas" 2>/dev/null || need+=(pytest pyarrow polars pandas)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: pip install ${need[*]}"
+  $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"
+fi
+hash -r
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
+cmake --build build
+ls -l build/mentat.duckdb_extension

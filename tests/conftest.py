@@ -1,0 +1,53 @@
+"""Shared fixtures: the built extension loaded into the real DuckDB packages (Python duckdb 2.0.x and the
+DuckDB 1.5.6 CLI), on real database files in a temporary directory."""
+import os
+import pathlib
+import subprocess
+
+import duckdb
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXT = pathlib.Path(os.environ.get("MENTAT_EXTENSION", ROOT / "build" / "mentat.duckdb_extension"))
+
+
+def connect(path=":memory:"):
+    """A Python duckdb connection with mentat loaded."""
+    if not EXT.exists():
+        pytest.exit(f"{EXT} is missing: run scripts/setup.sh first", returncode=2)
+    con = duckdb.connect(str(path), config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{EXT}'")
+    return con
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "store.duckdb"
+
+
+@pytest.fixture
+def con(db_path):
+    c = connect(db_path)
+    yield c
+    c.close()
+
+
+def transact(con, edn, store=None):
+    """Runs mentat_transact and returns its row as a dict."""
+    args = "?" + (", store := ?" if store else "")
+    params = [edn] + ([store] if store else [])
+    cur = con.execute(f"SELECT tx, tx_instant, datoms, tempids FROM mentat_transact({args})", params)
+    tx, inst, datoms, tempids = cur.fetchall()[0]
+    return {"tx": tx, "tx_instant": inst, "datoms": datoms, "tempids": dict(tempids)}
+
+
+def rows(con, sql, params=None):
+    return con.execute(sql, params or []).fetchall()
+
+
+def cli(sql, db=":memory:"):
+    """Runs SQL in the DuckDB CLI (`duckdb -unsigned`) with mentat loaded; returns (exit code, stdout, stderr)."""
+    script = f"LOAD '{EXT}';\n{sql}\n"
+    p = subprocess.run(["duckdb", "-unsigned", "-csv", str(db)], input=script, capture_output=True, text=True,
+                       timeout=600)
+    return p.returncode, p.stdout, p.stderr
