@@ -17,22 +17,11 @@ use crate::scale::Scale;
 use crate::time;
 
 /// The five issue states, as EDN keywords (index = state code).
-pub const STATES: [&str; 5] = [
-    ":state/open",
-    ":state/in-progress",
-    ":state/closed",
-    ":state/resolved",
-    ":state/reopened",
-];
+pub const STATES: [&str; 5] =
+    [":state/open", ":state/in-progress", ":state/closed", ":state/resolved", ":state/reopened"];
 
 /// The words of issue titles (`Issue {idx}: {word}`).
-pub const WORDS: [&str; 5] = [
-    "crash",
-    "ui glitch",
-    "perf regression",
-    "typo",
-    "feature request",
-];
+pub const WORDS: [&str; 5] = ["crash", "ui glitch", "perf regression", "typo", "feature request"];
 
 /// How many probe users `truth.json` describes.
 pub const PROBE_USERS: usize = 5;
@@ -103,10 +92,7 @@ pub fn schema_edn() -> String {
         if i > 0 {
             s.push_str("\n ");
         }
-        let _ = write!(
-            s,
-            "{{:db/ident {ident} :db/valueType :db.type/{ty} :db/cardinality :db.cardinality/{card}"
-        );
+        let _ = write!(s, "{{:db/ident {ident} :db/valueType :db.type/{ty} :db/cardinality :db.cardinality/{card}");
         if *unique {
             s.push_str(" :db/unique :db.unique/identity");
         }
@@ -141,22 +127,9 @@ impl Issue {
         let reporter = rng.below(scale.users);
         let minute = rng.below(time::MINUTES_IN_2025);
         let n_labels = rng.below(4) as usize;
-        let mut labels = if scale.labels == 0 {
-            Vec::new()
-        } else {
-            rng.distinct(n_labels, scale.labels)
-        };
+        let mut labels = if scale.labels == 0 { Vec::new() } else { rng.distinct(n_labels, scale.labels) };
         labels.sort_unstable();
-        Issue {
-            idx,
-            word,
-            state,
-            priority,
-            assignee,
-            reporter,
-            minute,
-            labels,
-        }
+        Issue { idx, word, state, priority, assignee, reporter, minute, labels }
     }
 }
 
@@ -212,10 +185,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
     let scale = &cfg.scale;
     let batch = cfg.batch.max(1);
     if scale.users == 0 || scale.issues == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a scale needs at least one user and one issue",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a scale needs at least one user and one issue"));
     }
     fs::create_dir_all(out)?;
     let tx_dir = out.join("tx");
@@ -228,10 +198,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
     }
     fs::write(out.join("schema.edn"), schema_edn())?;
 
-    let mut tx = TxFiles {
-        dir: tx_dir,
-        next: 0,
-    };
+    let mut tx = TxFiles { dir: tx_dir, next: 0 };
     let mut items = String::with_capacity(1 << 18);
 
     // Probes are drawn before anything else, from their own stream.
@@ -244,11 +211,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
     let updated_probe_from = probe_rng.below(scale.issues);
     let mut updated_probe: Option<Issue> = None;
     let mut first_updated: Option<Issue> = None;
-    let candidate_slot: HashMap<u64, usize> = candidates
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| (u, i))
-        .collect();
+    let candidate_slot: HashMap<u64, usize> = candidates.iter().enumerate().map(|(i, &u)| (u, i)).collect();
     let mut candidate_issues: Vec<Vec<Issue>> = vec![Vec::new(); candidates.len()];
     let mut probe_issues: Vec<Option<Issue>> = vec![None; probe_issue_idxs.len()];
 
@@ -256,12 +219,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
     let users_first_tx = tx.next;
     let mut users_csv = csv_writer(&out.join("users.csv"), "u,email,name")?;
     for u in 0..scale.users {
-        let _ = write!(
-            items,
-            "\n {{:user/email \"{}\" :user/name \"{}\"}}",
-            email(u),
-            user_name(u)
-        );
+        let _ = write!(items, "\n {{:user/email \"{}\" :user/name \"{}\"}}", email(u), user_name(u));
         writeln!(users_csv, "{u},{},{}", email(u), user_name(u))?;
         if (u + 1) % batch == 0 || u + 1 == scale.users {
             tx.write(&items)?;
@@ -286,10 +244,8 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
     // Issues, streamed; history updates are chosen as we go (selection sampling: exactly
     // `history_updates()` issues, each with probability 5%).
     let issues_first_tx = tx.next;
-    let mut issues_csv = csv_writer(
-        &out.join("issues.csv"),
-        "idx,title,state,priority,assignee_email,reporter_email,created_at",
-    )?;
+    let mut issues_csv =
+        csv_writer(&out.join("issues.csv"), "idx,title,state,priority,assignee_email,reporter_email,created_at")?;
     let mut issue_labels_csv = csv_writer(&out.join("issue_labels.csv"), "idx,label_name")?;
     let mut rng = Rng::new(cfg.seed, STREAM_ISSUES);
     let mut hist_rng = Rng::new(cfg.seed, STREAM_HISTORY);
@@ -356,13 +312,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
             if updated_probe.is_none() && idx >= updated_probe_from {
                 updated_probe = Some(issue.clone());
             }
-            history.push(HistEntry {
-                idx,
-                word: issue.word,
-                priority: issue.priority,
-                old: issue.state,
-                new,
-            });
+            history.push(HistEntry { idx, word: issue.word, priority: issue.priority, old: issue.state, new });
         }
         if let Some(&slot) = candidate_slot.get(&issue.assignee) {
             candidate_issues[slot].push(issue.clone());
@@ -400,8 +350,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
         w.flush()?;
     }
     history_csv.flush()?;
-    let final_state =
-        |issue: &Issue| -> u8 { updated.get(&issue.idx).map_or(issue.state, |u| u.1) };
+    let final_state = |issue: &Issue| -> u8 { updated.get(&issue.idx).map_or(issue.state, |u| u.1) };
 
     // The since scenario: basis = after all but the final history batch.
     let mut since_idxs: Vec<u64> = match history.chunks(batch as usize).last() {
@@ -431,10 +380,7 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
         })
         .collect();
     if probe_users.len() < PROBE_USERS.min(candidates.len()) {
-        eprintln!(
-            "mentat-gen: warning: only {} probe users with assigned issues",
-            probe_users.len()
-        );
+        eprintln!("mentat-gen: warning: only {} probe users with assigned issues", probe_users.len());
     }
     if let Some(u) = updated_probe.or(first_updated) {
         if !probe_issue_idxs.contains(&u.idx) {
@@ -462,10 +408,8 @@ pub fn generate(cfg: &Config, out: &Path) -> io::Result<Value> {
             })
         })
         .collect();
-    let bindings: Vec<Value> = binding_users
-        .iter()
-        .map(|&u| json!({"email": email(u), "name": user_name(u)}))
-        .collect();
+    let bindings: Vec<Value> =
+        binding_users.iter().map(|&u| json!({"email": email(u), "name": user_name(u)})).collect();
 
     let initial_datoms = 2 * scale.users + scale.labels + 6 * scale.issues + label_refs;
     let n_hist = history.len() as u64;

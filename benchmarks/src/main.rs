@@ -34,20 +34,11 @@ fn parse_args(args: &[String]) -> Result<(gen::Config, PathBuf), String> {
         if flag == "-h" || flag == "--help" {
             return Err(USAGE.to_string());
         }
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let number = || {
-            value
-                .parse::<u64>()
-                .map_err(|e| format!("{flag} {value}: {e}"))
-        };
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let number = || value.parse::<u64>().map_err(|e| format!("{flag} {value}: {e}"));
         match flag.as_str() {
             "--scale" => {
-                scale = Some(
-                    Scale::named(value)
-                        .ok_or_else(|| format!("unknown scale {value:?} (xs, s, m, l)"))?,
-                )
+                scale = Some(Scale::named(value).ok_or_else(|| format!("unknown scale {value:?} (xs, s, m, l)"))?)
             }
             "--seed" => seed = number()?,
             "--out" => out = Some(PathBuf::from(value)),
@@ -62,12 +53,7 @@ fn parse_args(args: &[String]) -> Result<(gen::Config, PathBuf), String> {
     let custom = users.is_some() || issues.is_some() || labels.is_some();
     let mut scale = match (scale, custom) {
         (Some(s), _) => s,
-        (None, true) => Scale {
-            name: "custom".into(),
-            users: 0,
-            issues: 0,
-            labels: 0,
-        },
+        (None, true) => Scale { name: "custom".into(), users: 0, issues: 0, labels: 0 },
         (None, false) => return Err(format!("--scale is required\n{USAGE}")),
     };
     if custom {

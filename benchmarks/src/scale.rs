@@ -23,12 +23,7 @@ impl Scale {
             "l" => (160_000, 13_000_000, 1_000),
             _ => return None,
         };
-        Some(Scale {
-            name: name.to_string(),
-            users,
-            issues,
-            labels,
-        })
+        Some(Scale { name: name.to_string(), users, issues, labels })
     }
 
     /// Number of issues that get a history update: 5% of the issues, rounded to nearest.

@@ -20,16 +20,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn custom(users: u64, issues: u64, labels: u64, seed: u64, batch: u64) -> Config {
-    Config {
-        scale: Scale {
-            name: "custom".into(),
-            users,
-            issues,
-            labels,
-        },
-        seed,
-        batch,
-    }
+    Config { scale: Scale { name: "custom".into(), users, issues, labels }, seed, batch }
 }
 
 fn kw(v: &Edn) -> String {
@@ -58,10 +49,7 @@ fn lookup_ref(v: &Edn) -> (String, String) {
 }
 
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<PathBuf> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     files
 }
@@ -86,10 +74,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 fn csv_rows(path: &Path) -> Vec<Vec<String>> {
     let text = fs::read_to_string(path).unwrap();
-    text.lines()
-        .skip(1)
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect()
+    text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect()
 }
 
 /// One issue as read back from the EDN transaction files.
@@ -131,9 +116,7 @@ fn parse_tx_files(out: &Path) -> Parsed {
         };
         p.max_items = p.max_items.max(items.len());
         for item in items {
-            let Edn::Map(m) = item else {
-                panic!("not a map")
-            };
+            let Edn::Map(m) = item else { panic!("not a map") };
             let m: HashMap<String, Edn> = m.into_iter().map(|(k, v)| (kw(&k), v)).collect();
             for (k, v) in &m {
                 p.datoms += match (k.as_str(), v) {
@@ -164,12 +147,8 @@ fn parse_tx_files(out: &Path) -> Parsed {
                         .collect(),
                     Some(other) => panic!("labels not a vector: {other:?}"),
                 };
-                let Edn::Inst(created) = &m[":issue/created-at"] else {
-                    panic!("created-at not an inst")
-                };
-                let Edn::Integer(priority) = m[":issue/priority"] else {
-                    panic!("priority not an integer")
-                };
+                let Edn::Inst(created) = &m[":issue/created-at"] else { panic!("created-at not an inst") };
+                let Edn::Integer(priority) = m[":issue/priority"] else { panic!("priority not an integer") };
                 assert_eq!(m.len(), 6 + usize::from(!labels.is_empty()));
                 p.issues.push(ParsedIssue {
                     title: string(&m[":issue/title"]),
@@ -194,16 +173,11 @@ fn time_fields_match_the_calendar() {
     assert_eq!(time::fields(59 * 1440 - 1), (2, 28, 23, 59));
     assert_eq!(time::fields(365 * 1440 - 1), (12, 31, 23, 59));
     assert_eq!(time::epoch_ms(0), 1_735_689_600_000);
-    assert_eq!(
-        time::edn_inst(62 * 1440 + 5 * 60 + 6),
-        "#inst \"2025-03-04T05:06:00.000-00:00\""
-    );
+    assert_eq!(time::edn_inst(62 * 1440 + 5 * 60 + 6), "#inst \"2025-03-04T05:06:00.000-00:00\"");
     // An independent parser agrees on every day boundary of the year.
     for day in 0..365u64 {
         let minute = day * 1440 + 17;
-        let Edn::Inst(dt) = edn_format::parse_str(&time::edn_inst(minute)).unwrap() else {
-            panic!()
-        };
+        let Edn::Inst(dt) = edn_format::parse_str(&time::edn_inst(minute)).unwrap() else { panic!() };
         assert_eq!(dt.timestamp_millis(), time::epoch_ms(minute));
     }
 }
@@ -226,9 +200,7 @@ fn rng_is_in_range_and_roughly_uniform() {
 
 #[test]
 fn schema_matches_the_workload() {
-    let Edn::Vector(attrs) = edn_format::parse_str(&gen::schema_edn()).unwrap() else {
-        panic!()
-    };
+    let Edn::Vector(attrs) = edn_format::parse_str(&gen::schema_edn()).unwrap() else { panic!() };
     assert_eq!(attrs.len(), 10);
     let mut by_ident = HashMap::new();
     for a in attrs {
@@ -246,18 +218,9 @@ fn schema_matches_the_workload() {
     let title = &by_ident[":issue/title"];
     assert!(!title.contains_key(":db/unique"));
     assert!(!title.contains_key(":db/index"));
-    assert_eq!(
-        kw(&by_ident[":issue/created-at"][":db/valueType"]),
-        ":db.type/instant"
-    );
-    assert_eq!(
-        kw(&by_ident[":issue/state"][":db/valueType"]),
-        ":db.type/keyword"
-    );
-    assert_eq!(
-        kw(&by_ident[":label/name"][":db/unique"]),
-        ":db.unique/identity"
-    );
+    assert_eq!(kw(&by_ident[":issue/created-at"][":db/valueType"]), ":db.type/instant");
+    assert_eq!(kw(&by_ident[":issue/state"][":db/valueType"]), ":db.type/keyword");
+    assert_eq!(kw(&by_ident[":label/name"][":db/unique"]), ":db.unique/identity");
 }
 
 #[test]
@@ -278,31 +241,18 @@ fn written_files_agree_with_truth() {
     assert_eq!(p.issues.len(), 2_345);
 
     // Value shapes.
-    let states: BTreeSet<&str> = [
-        ":state/open",
-        ":state/in-progress",
-        ":state/closed",
-        ":state/resolved",
-        ":state/reopened",
-    ]
-    .into();
+    let states: BTreeSet<&str> =
+        [":state/open", ":state/in-progress", ":state/closed", ":state/resolved", ":state/reopened"].into();
     let mut label_refs = 0u64;
     let mut per_label_count = [0u32; 4];
     for (idx, i) in p.issues.iter().enumerate() {
-        assert!(
-            i.title.starts_with(&format!("Issue {idx}: ")),
-            "{}",
-            i.title
-        );
+        assert!(i.title.starts_with(&format!("Issue {idx}: ")), "{}", i.title);
         assert!(states.contains(i.state.as_str()));
         assert!((1..=5).contains(&i.priority));
         assert!(p.user_names.contains_key(&i.assignee));
         assert!(p.user_names.contains_key(&i.reporter));
         assert!(i.labels.len() <= 3);
-        assert_eq!(
-            i.labels.iter().collect::<BTreeSet<_>>().len(),
-            i.labels.len()
-        );
+        assert_eq!(i.labels.iter().collect::<BTreeSet<_>>().len(), i.labels.len());
         assert!(i.labels.iter().all(|l| p.labels.contains(l)));
         assert!((1_735_689_600_000..1_767_225_600_000).contains(&i.created_ms));
         assert_eq!(i.created_ms % 60_000, 0);
@@ -310,10 +260,7 @@ fn written_files_agree_with_truth() {
         per_label_count[i.labels.len()] += 1;
     }
     // Every label count 0..=3 occurs.
-    assert!(
-        per_label_count.iter().all(|&c| c > 400),
-        "{per_label_count:?}"
-    );
+    assert!(per_label_count.iter().all(|&c| c > 400), "{per_label_count:?}");
 
     // Datoms: what the files assert equals the formula and the truth.
     assert_eq!(p.datoms, 2 * 30 + 7 + 6 * 2_345 + label_refs);
@@ -321,12 +268,7 @@ fn written_files_agree_with_truth() {
     assert_eq!(truth["datoms"]["label_refs"], label_refs);
 
     // History: 5% of 2,345 = 117.25 -> 117 updates, each to a different state, each issue at most once.
-    let title_idx: HashMap<&str, usize> = p
-        .issues
-        .iter()
-        .enumerate()
-        .map(|(i, x)| (x.title.as_str(), i))
-        .collect();
+    let title_idx: HashMap<&str, usize> = p.issues.iter().enumerate().map(|(i, x)| (x.title.as_str(), i)).collect();
     let hist_files = sorted_files(&out.join("hist"));
     assert_eq!(hist_files.len(), 2);
     let mut state: Vec<String> = p.issues.iter().map(|i| i.state.clone()).collect();
@@ -353,12 +295,8 @@ fn written_files_agree_with_truth() {
     assert_eq!(truth["datoms"]["final"], p.datoms + 2 * 117);
     assert_eq!(truth["since"]["count"], 17);
     assert_eq!(truth["since"]["history_batches_before_basis"], 1);
-    let since: BTreeSet<u64> = truth["since"]["issue_idxs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let since: BTreeSet<u64> =
+        truth["since"]["issue_idxs"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(since, last_batch);
 
     // history.csv says the same as hist/*.csv.
@@ -373,19 +311,11 @@ fn written_files_agree_with_truth() {
     let count = |states_of: &[String], s: &str| states_of.iter().filter(|x| *x == s).count();
     let initial: Vec<String> = p.issues.iter().map(|i| i.state.clone()).collect();
     for s in &states {
-        assert_eq!(
-            truth["state_counts"]["initial"][*s],
-            count(&initial, s) as u64
-        );
+        assert_eq!(truth["state_counts"]["initial"][*s], count(&initial, s) as u64);
         assert_eq!(truth["state_counts"]["final"][*s], count(&state, s) as u64);
     }
-    let open_p4 = |st: &[String]| {
-        p.issues
-            .iter()
-            .zip(st)
-            .filter(|(i, s)| *s == ":state/open" && i.priority >= 4)
-            .count() as u64
-    };
+    let open_p4 =
+        |st: &[String]| p.issues.iter().zip(st).filter(|(i, s)| *s == ":state/open" && i.priority >= 4).count() as u64;
     assert_eq!(truth["open_priority_ge_4"]["initial"], open_p4(&initial));
     assert_eq!(truth["open_priority_ge_4"]["final"], open_p4(&state));
 
@@ -400,14 +330,7 @@ fn written_files_agree_with_truth() {
             .iter()
             .enumerate()
             .filter(|(_, i)| i.assignee == email)
-            .map(|(idx, i)| {
-                (
-                    idx as u64,
-                    i.title.clone(),
-                    i.state.clone(),
-                    state[idx].clone(),
-                )
-            })
+            .map(|(idx, i)| (idx as u64, i.title.clone(), i.state.clone(), state[idx].clone()))
             .collect();
         assert!(!expected.is_empty());
         let got: Vec<(u64, String, String, String)> = pu["issues"]
@@ -465,10 +388,7 @@ fn written_files_agree_with_truth() {
     assert_eq!(issue_rows.len(), 2_345);
     let mut csv_label_refs: HashMap<usize, Vec<String>> = HashMap::new();
     for row in csv_rows(&out.join("issue_labels.csv")) {
-        csv_label_refs
-            .entry(row[0].parse().unwrap())
-            .or_default()
-            .push(row[1].clone());
+        csv_label_refs.entry(row[0].parse().unwrap()).or_default().push(row[1].clone());
     }
     for (idx, row) in issue_rows.iter().enumerate() {
         let i = &p.issues[idx];
@@ -479,9 +399,7 @@ fn written_files_agree_with_truth() {
         assert_eq!(row[3], i.priority.to_string());
         assert_eq!(row[4], i.assignee);
         assert_eq!(row[5], i.reporter);
-        let Edn::Inst(dt) =
-            edn_format::parse_str(&format!("#inst \"{}Z\"", row[6].replace(' ', "T"))).unwrap()
-        else {
+        let Edn::Inst(dt) = edn_format::parse_str(&format!("#inst \"{}Z\"", row[6].replace(' ', "T"))).unwrap() else {
             panic!()
         };
         assert_eq!(dt.timestamp_millis(), i.created_ms);
@@ -521,11 +439,7 @@ fn same_seed_same_bytes_other_seed_other_data() {
 #[test]
 fn xs_has_the_workload_shape() {
     let out = temp_dir("xs");
-    let cfg = Config {
-        scale: Scale::named("xs").unwrap(),
-        seed: 42,
-        batch: 500,
-    };
+    let cfg = Config { scale: Scale::named("xs").unwrap(), seed: 42, batch: 500 };
     let truth: Value = gen::generate(&cfg, &out).unwrap();
     // 1 user file, 1 label file, 26 issue files; 650 updates in 2 batches (500 + 150).
     assert_eq!(truth["tx_files"]["count"], 28);
@@ -542,8 +456,7 @@ fn xs_has_the_workload_shape() {
         assert!((2_400..2_800).contains(&c.as_u64().unwrap()), "{c}");
     }
     assert_eq!(truth["input_bindings"].as_array().unwrap().len(), 100);
-    let on_disk: Value =
-        serde_json::from_str(&fs::read_to_string(out.join("truth.json")).unwrap()).unwrap();
+    let on_disk: Value = serde_json::from_str(&fs::read_to_string(out.join("truth.json")).unwrap()).unwrap();
     assert_eq!(on_disk, truth);
     fs::remove_dir_all(&out).unwrap();
 }

@@ -4,9 +4,16 @@
 //! |---|---|---|
 //! | `mentat_transact(edn VARCHAR [, store := VARCHAR])` | table | one Datomic-style transaction, committed on its own |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
+//! | `mentat_q(query VARCHAR [, inputs := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer (see `query.rs`) |
+//! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |
+//! | `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])` | scalar | the statement `mentat_q` runs |
 
 use crate::Instance;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
+use duckdb::ffi::duckdb_string_t;
+use duckdb::types::DuckString;
+use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
+use duckdb::vtab::arrow::WritableVector;
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 use planner::layout::{StoreName, DEFAULT_STORE};
@@ -20,6 +27,7 @@ type Res<T> = Result<T, Box<dyn Error>>;
 pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Transact, _>("mentat_transact", instance)?;
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
+    con.register_scalar_function_with_state::<Sql>("mentat_sql", instance)?;
     Ok(())
 }
 
@@ -206,5 +214,52 @@ impl VTab for SchemaFn {
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
         Some(vec![("store".to_string(), varchar())])
+    }
+}
+
+/// `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])`: the one SQL statement that `mentat_q` runs
+/// for this query (no time-travel options), as text. Constant arguments are folded when the calling statement is
+/// bound, so `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and
+/// transaction. NULL in, NULL out. Errors: the planner's errors (unknown attribute, unbound variable, ...), or a
+/// missing store.
+pub struct Sql;
+
+impl VScalar for Sql {
+    type State = Arc<Instance>;
+
+    fn invoke(state: &Arc<Instance>, input: &mut DataChunkHandle, output: &mut dyn WritableVector) -> Res<()> {
+        let rows = input.len();
+        let columns = input.num_columns();
+        let text = |col: usize, row: usize| -> Option<String> {
+            let v = input.flat_vector(col);
+            if v.row_is_null(row as u64) {
+                return None;
+            }
+            // SAFETY: the column is VARCHAR (all signatures take VARCHAR) and row < rows.
+            let mut s = unsafe { v.as_slice_with_len::<duckdb_string_t>(rows) }[row];
+            Some(DuckString::new(&mut s).as_str().to_string())
+        };
+        let mut out = output.flat_vector();
+        for row in 0..rows {
+            let Some(query) = text(0, row) else {
+                out.set_null(row);
+                continue;
+            };
+            let inputs = if columns > 1 { text(1, row) } else { None };
+            let store = if columns > 2 { text(2, row) } else { None };
+            let name = StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?;
+            let schema = {
+                let conn = state.pool.get()?;
+                state.stores.open(&conn, &name, false)?.schema()
+            };
+            let compiled =
+                planner::compile_query(&query, inputs.as_deref(), &schema, &name, &planner::QueryOptions::default())?;
+            out.insert(row, compiled.sql.as_str());
+        }
+        Ok(())
+    }
+
+    fn signatures() -> Vec<ScalarFunctionSignature> {
+        (1..=3).map(|n| ScalarFunctionSignature::exact((0..n).map(|_| varchar()).collect(), varchar())).collect()
     }
 }

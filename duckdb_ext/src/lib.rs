@@ -10,6 +10,7 @@
 
 mod functions;
 mod pool;
+mod query;
 
 use duckdb::ffi;
 use duckdb::Connection;
@@ -25,6 +26,7 @@ pub const MIN_DUCKDB: (u32, u32, u32) = (1, 5, 2);
 /// Per-database-instance state, shared by every function registered into that instance.
 pub struct Instance {
     pub pool: pool::Pool,
+    pub raw: Arc<query::RawPool>,
     pub stores: storage::store::Registry,
 }
 
@@ -66,8 +68,16 @@ unsafe fn init(
     }
     let con = Connection::open_from_raw((*db).cast())?;
     let registrar = con.try_clone()?;
-    let instance = Arc::new(Instance { pool: pool::Pool::open(con, pool::SIZE)?, stores: Default::default() });
+    let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);
+    let instance = Arc::new(Instance { pool: pool::Pool::open(con, pool::SIZE)?, raw, stores: Default::default() });
     functions::register(&registrar, &instance)?;
+    let mut reg: ffi::duckdb_connection = std::ptr::null_mut();
+    if ffi::duckdb_connect(*db, &mut reg) != ffi::DuckDBSuccess {
+        return Err("mentat could not connect to register its query functions".into());
+    }
+    let registered = query::register(reg, &instance);
+    ffi::duckdb_disconnect(&mut reg);
+    registered?;
     Ok(true)
 }
 

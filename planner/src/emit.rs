@@ -14,16 +14,18 @@ use crate::error::PlanError;
 use crate::joins;
 use crate::keys::unique_over;
 use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
-use crate::sql::{BinOp, Expr, FromItem, JoinKind, Name, Query as SqlQuery, Select, TableSource};
 use crate::source::Ctx;
+use crate::sql::{BinOp, Expr, FromItem, JoinKind, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{Constant, Ty};
 use crate::{CompiledQuery, FindKind, OutputColumn};
 
 /// Builds the statement for a query over its algebra.
 pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, PlanError> {
     let elems = query.find.elements();
-    let find_vars: Vec<Var> = elems.iter().filter_map(|e| if let FindElem::Var(v) = e { Some(v.clone()) } else { None }).collect();
-    let aggs: Vec<&Aggregate> = elems.iter().filter_map(|e| if let FindElem::Aggregate(a) = e { Some(a) } else { None }).collect();
+    let find_vars: Vec<Var> =
+        elems.iter().filter_map(|e| if let FindElem::Var(v) = e { Some(v.clone()) } else { None }).collect();
+    let aggs: Vec<&Aggregate> =
+        elems.iter().filter_map(|e| if let FindElem::Aggregate(a) = e { Some(a) } else { None }).collect();
     // The variables of the tuple set: find, aggregated, :with and :order variables.
     let mut set_vars: Vec<Var> = Vec::new();
     let order_vars = query.order.iter().map(|o| &o.var);
@@ -38,7 +40,10 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     }
     if !aggs.is_empty() {
         if let Some(o) = query.order.iter().find(|o| !find_vars.contains(&o.var)) {
-            return Err(PlanError::unsupported(&symbol(&o.var.0), "with aggregates, :order takes grouping variables of :find"));
+            return Err(PlanError::unsupported(
+                &symbol(&o.var.0),
+                "with aggregates, :order takes grouping variables of :find",
+            ));
         }
     }
     let unique = unique_over(alg, &set_vars);
@@ -58,10 +63,17 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         inner.items = exprs.iter().zip(&names).map(|(e, n)| (e.expr.clone(), Some(n.as_str().to_string()))).collect();
         let q = Name::new("q");
         let outer = Select {
-            from: vec![FromItem { source: TableSource::Subquery(Box::new(SqlQuery::Select(Box::new(inner)))), alias: q.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }],
+            from: vec![FromItem {
+                source: TableSource::Subquery(Box::new(SqlQuery::Select(Box::new(inner)))),
+                alias: q.clone(),
+                kind: JoinKind::Inner,
+                lateral: false,
+                on: vec![],
+            }],
             ..Default::default()
         };
-        let read = exprs.iter().zip(&names).map(|(e, n)| TExpr::new(Expr::Col(q.clone(), n.clone()), e.ty.clone())).collect();
+        let read =
+            exprs.iter().zip(&names).map(|(e, n)| TExpr::new(Expr::Col(q.clone(), n.clone()), e.ty.clone())).collect();
         (outer, read)
     };
     let lookup = |v: &Var| -> TExpr {
@@ -84,7 +96,8 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         let name = query.return_map.as_ref().and_then(|r| r.names.get(i).cloned()).unwrap_or(default_name);
         let name = dedupe(&columns, name);
         let sql_type = ty.sql_type();
-        let expr = if matches!(expr, Expr::Col(..) | Expr::Agg { func: "count", .. }) { expr } else { expr.cast(&sql_type) };
+        let expr =
+            if matches!(expr, Expr::Col(..) | Expr::Agg { func: "count", .. }) { expr } else { expr.cast(&sql_type) };
         items.push((expr, Some(name.clone())));
         columns.push(OutputColumn { name, sql_type });
     }
@@ -94,7 +107,11 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     } else {
         select.group_by = find_vars.iter().map(|v| lookup(v).expr).collect();
         if find_vars.is_empty() {
-            select.having.push(Expr::bin(BinOp::Gt, Expr::Agg { func: "count", distinct: false, args: vec![] }, Expr::int(0)));
+            select.having.push(Expr::bin(
+                BinOp::Gt,
+                Expr::Agg { func: "count", distinct: false, args: vec![] },
+                Expr::int(0),
+            ));
         }
     }
     select.order_by = query.order.iter().map(|o| (lookup(&o.var).expr, o.descending)).collect();
@@ -118,10 +135,15 @@ fn var_expr(ctx: &Ctx, alg: &Algebra, v: &Var) -> Result<TExpr, PlanError> {
         Some(VarBinding::Expr(t)) => Ok(t.clone()),
         Some(VarBinding::Const(c)) => {
             let ty = c.natural_type();
-            let expr = crate::algebrize::coerce(ctx, c, &ty).ok_or_else(|| PlanError::BadInput { form: crate::algebrize::show_constant(c), message: "not a value".into() })?;
+            let expr = crate::algebrize::coerce(ctx, c, &ty).ok_or_else(|| PlanError::BadInput {
+                form: crate::algebrize::show_constant(c),
+                message: "not a value".into(),
+            })?;
             Ok(TExpr::new(expr, ty))
         }
-        Some(VarBinding::Pending(_)) | None => Err(PlanError::unbound(&v.0, &symbol(&v.0), "not bound by any :where clause")),
+        Some(VarBinding::Pending(_)) | None => {
+            Err(PlanError::unbound(&v.0, &symbol(&v.0), "not bound by any :where clause"))
+        }
     }
 }
 
@@ -132,7 +154,13 @@ fn bound(alg: &Algebra, b: Option<&Bound>) -> Result<Option<i64>, PlanError> {
         Some(Bound::Value(n)) => *n,
         Some(Bound::Var(v)) => match alg.bindings.get(v) {
             Some(VarBinding::Const(Constant::Long(n))) => *n,
-            _ => return Err(PlanError::unbound(&v.0, &symbol(&v.0), "limits and counts take a number or a scalar input")),
+            _ => {
+                return Err(PlanError::unbound(
+                    &v.0,
+                    &symbol(&v.0),
+                    "limits and counts take a number or a scalar input",
+                ))
+            }
         },
     };
     if n < 0 {
@@ -180,7 +208,10 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
             (agg(func, false, vec![x.expr, Expr::int(n)]), list)
         }
         ("distinct", None) => (agg("list", true, vec![x.expr]), list),
-        ("sample", Some(n)) => (Expr::Slice(Box::new(agg("list", true, vec![x.expr])), Box::new(Expr::int(1)), Box::new(Expr::int(n))), list),
+        ("sample", Some(n)) => (
+            Expr::Slice(Box::new(agg("list", true, vec![x.expr])), Box::new(Expr::int(1)), Box::new(Expr::int(n))),
+            list,
+        ),
         (f, _) => return Err(PlanError::unsupported(&a.form, format!("aggregate {f} with these arguments"))),
     })
 }

@@ -16,8 +16,14 @@ use edn_format::Value;
 pub struct Inputs {
     pub scalars: Vec<(Var, Constant)>,
     pub collections: Vec<(Var, Vec<Constant>)>,
-    /// Relation rows; `None` columns were `_`.
-    pub relations: Vec<(Vec<Option<Var>>, Vec<Vec<Constant>>)>,
+    pub relations: Vec<RelationInput>,
+}
+
+/// The rows of a relation input; `None` columns were `_`.
+#[derive(Clone, Debug)]
+pub struct RelationInput {
+    pub vars: Vec<Option<Var>>,
+    pub rows: Vec<Vec<Constant>>,
 }
 
 /// Reads the inputs vector against the query's `:in` bindings.
@@ -26,7 +32,12 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
         None | Some("") => vec![],
         Some(text) => match parse_edn(text, "inputs")? {
             Value::Vector(v) | Value::List(v) => v,
-            other => return Err(PlanError::BadInput { form: show(&other), message: "inputs are an EDN vector, one element per :in binding after $".into() }),
+            other => {
+                return Err(PlanError::BadInput {
+                    form: show(&other),
+                    message: "inputs are an EDN vector, one element per :in binding after $".into(),
+                })
+            }
         },
     };
     let mut bindings = Vec::new();
@@ -34,7 +45,12 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
     for b in &query.inputs {
         match b {
             InBinding::Source(name) if name == "$" => sources += 1,
-            InBinding::Source(name) => return Err(PlanError::unsupported(&query.in_form, format!("source {name}: only the default source $ is supported"))),
+            InBinding::Source(name) => {
+                return Err(PlanError::unsupported(
+                    &query.in_form,
+                    format!("source {name}: only the default source $ is supported"),
+                ))
+            }
             InBinding::Rules => return Err(PlanError::unsupported(&query.in_form, "rules (%) are not supported yet")),
             InBinding::Bind(b) => bindings.push(b),
         }
@@ -59,14 +75,20 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             }
             Binding::Collection(var) => {
                 let items = collection(v)?;
-                out.collections.push((var.clone(), items.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?));
+                out.collections
+                    .push((var.clone(), items.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?));
             }
             Binding::Relation(vars) => {
                 let mut rows = Vec::new();
                 for row in collection(v)? {
-                    rows.push(elements(row, vars.len())?.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?);
+                    rows.push(
+                        elements(row, vars.len())?
+                            .iter()
+                            .map(|i| read_constant(ctx, i, v))
+                            .collect::<Result<_, _>>()?,
+                    );
                 }
-                out.relations.push((vars.clone(), rows));
+                out.relations.push(RelationInput { vars: vars.clone(), rows });
             }
         }
     }
@@ -77,7 +99,10 @@ fn collection(v: &Value) -> Result<Vec<&Value>, PlanError> {
     match v {
         Value::Vector(items) | Value::List(items) => Ok(items.iter().collect()),
         Value::Set(items) => Ok(items.iter().collect()),
-        other => Err(PlanError::BadInput { form: show(other), message: "a collection or relation input must be a vector, list or set".into() }),
+        other => Err(PlanError::BadInput {
+            form: show(other),
+            message: "a collection or relation input must be a vector, list or set".into(),
+        }),
     }
 }
 

@@ -18,7 +18,10 @@ pub fn body(sources: &[Source], filters: &[Expr]) -> Select {
         // A LEFT JOIN needs something on its left: one empty row.
         let unit = Select { items: vec![(Expr::int(1), Some("one".into()))], ..Default::default() };
         let source = TableSource::Subquery(Box::new(Query::Select(Box::new(unit))));
-        from.insert(0, FromItem { source, alias: Name::new("unit"), kind: JoinKind::Inner, lateral: false, on: vec![] });
+        from.insert(
+            0,
+            FromItem { source, alias: Name::new("unit"), kind: JoinKind::Inner, lateral: false, on: vec![] },
+        );
     }
     let aliases: Vec<Name> = from.iter().map(|f| f.alias.clone()).collect();
     let mut wheres = Vec::new();
@@ -33,8 +36,12 @@ pub fn body(sources: &[Source], filters: &[Expr]) -> Select {
 
 /// For a column equality between sources of this scope, the position of the later one.
 fn join_position(f: &Expr, aliases: &[Name]) -> Option<usize> {
-    let Expr::Bin(BinOp::Eq, a, b) = f else { return None };
-    let (Expr::Col(x, _), Expr::Col(y, _)) = (strip_cast(a), strip_cast(b)) else { return None };
+    let Expr::Bin(BinOp::Eq, a, b) = f else {
+        return None;
+    };
+    let (Expr::Col(x, _), Expr::Col(y, _)) = (strip_cast(a), strip_cast(b)) else {
+        return None;
+    };
     let px = aliases.iter().position(|n| n == x)?;
     let py = aliases.iter().position(|n| n == y)?;
     (px != py).then_some(px.max(py))
@@ -76,9 +83,15 @@ fn order(sources: &[Source], filters: &[Expr]) -> Vec<usize> {
     let mut free: Vec<usize> = (0..sources.len()).filter(|i| !sources[*i].pinned).collect();
     let mut placed: Vec<usize> = Vec::new();
     while !free.is_empty() {
-        let connected: Vec<usize> = free.iter().copied().filter(|i| placed.iter().any(|p| connects(&sources[*i].item.alias, &sources[*p].item.alias, filters))).collect();
+        let connected: Vec<usize> = free
+            .iter()
+            .copied()
+            .filter(|i| placed.iter().any(|p| connects(&sources[*i].item.alias, &sources[*p].item.alias, filters)))
+            .collect();
         let pool = if connected.is_empty() { &free } else { &connected };
-        let Some(&next) = pool.iter().min_by_key(|i| ranks[**i]) else { break };
+        let Some(&next) = pool.iter().min_by_key(|i| ranks[**i]) else {
+            break;
+        };
         placed.push(next);
         free.retain(|i| *i != next);
     }

@@ -80,7 +80,13 @@ pub struct CompiledQuery {
 /// collections, relations, lookup refs for scalar entity inputs); its values are inlined into the
 /// statement as quoted literals. `schema` is the store's schema cache: idents are resolved here, so
 /// the statement needs no helper lookups. Errors name the offending EDN form ([`PlanError`]).
-pub fn compile_query(query_edn: &str, inputs_edn: Option<&str>, schema: &Schema, store: &StoreName, opts: &QueryOptions) -> Result<CompiledQuery, PlanError> {
+pub fn compile_query(
+    query_edn: &str,
+    inputs_edn: Option<&str>,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+) -> Result<CompiledQuery, PlanError> {
     let query = parse::parse_query(query_edn)?;
     let ctx = Ctx::new(schema, store, opts);
     let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;

@@ -227,7 +227,12 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
                     .collect::<Result<_, _>>()?;
                 return_map = Some(ReturnMap { kind, names });
             }
-            "with" => with = items.iter().map(|v| var(v).ok_or_else(|| PlanError::syntax(v, ":with takes variables"))).collect::<Result<_, _>>()?,
+            "with" => {
+                with = items
+                    .iter()
+                    .map(|v| var(v).ok_or_else(|| PlanError::syntax(v, ":with takes variables")))
+                    .collect::<Result<_, _>>()?
+            }
             "in" => {
                 in_form = form.clone();
                 inputs = Some(items.iter().map(in_binding).collect::<Result<_, _>>()?);
@@ -243,7 +248,10 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
     if let Some(rm) = &return_map {
         let n = find.elements().len();
         if rm.names.len() != n || !matches!(find, FindSpec::Relation(_)) {
-            return Err(PlanError::syntax(&value, format!(":{} needs one name per element of a relation find spec ({n})", rm.kind)));
+            return Err(PlanError::syntax(
+                &value,
+                format!(":{} needs one name per element of a relation find spec ({n})", rm.kind),
+            ));
         }
     }
     Ok(Query {
@@ -261,7 +269,11 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
 
 /// Parses EDN text, mapping parser errors to [`PlanError::Edn`].
 pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
-    edn_format::parse_str(text).map_err(|e| PlanError::Edn { what, message: e.to_string(), form: text.chars().take(200).collect() })
+    edn_format::parse_str(text).map_err(|e| PlanError::Edn {
+        what,
+        message: e.to_string(),
+        form: text.chars().take(200).collect(),
+    })
 }
 
 /// Splits a query into (section keyword name, items) pairs, in order.
@@ -271,7 +283,11 @@ fn sections(value: &Value) -> Result<Vec<(String, Vec<Value>)>, PlanError> {
             let mut out: Vec<(String, Vec<Value>)> = Vec::new();
             for item in items {
                 match item {
-                    Value::Keyword(k) if k.namespace().is_none() && !(matches!(k.name(), "asc" | "desc") && out.last().is_some_and(|(s, _)| s == "order")) => {
+                    Value::Keyword(k)
+                        if k.namespace().is_none()
+                            && !(matches!(k.name(), "asc" | "desc")
+                                && out.last().is_some_and(|(s, _)| s == "order")) =>
+                    {
                         if out.iter().any(|(name, _)| name == k.name()) {
                             return Err(PlanError::syntax(value, format!("section :{} appears twice", k.name())));
                         }
@@ -288,7 +304,9 @@ fn sections(value: &Value) -> Result<Vec<(String, Vec<Value>)>, PlanError> {
         Value::Map(m) => m
             .iter()
             .map(|(k, v)| match (k, v) {
-                (Value::Keyword(k), Value::Vector(items) | Value::List(items)) => Ok((k.name().to_string(), items.clone())),
+                (Value::Keyword(k), Value::Vector(items) | Value::List(items)) => {
+                    Ok((k.name().to_string(), items.clone()))
+                }
                 (Value::Keyword(k), single) => Ok((k.name().to_string(), vec![single.clone()])),
                 _ => Err(PlanError::syntax(value, "map query keys must be keywords")),
             })
@@ -299,7 +317,9 @@ fn sections(value: &Value) -> Result<Vec<(String, Vec<Value>)>, PlanError> {
 
 fn var(v: &Value) -> Option<Var> {
     match v {
-        Value::Symbol(s) if s.namespace().is_none() && s.name().starts_with('?') && s.name().len() > 1 => Some(Var(s.name().to_string())),
+        Value::Symbol(s) if s.namespace().is_none() && s.name().starts_with('?') && s.name().len() > 1 => {
+            Some(Var(s.name().to_string()))
+        }
         _ => None,
     }
 }
@@ -312,8 +332,12 @@ fn find_spec(items: &[Value], query: &Value) -> Result<FindSpec, PlanError> {
     match items {
         [] => Err(PlanError::syntax(query, ":find needs at least one element")),
         [e, dot] if is_symbol(dot, ".") => Ok(FindSpec::Scalar(find_elem(e)?)),
-        [Value::Vector(inner)] if inner.len() == 2 && is_symbol(&inner[1], "...") => Ok(FindSpec::Collection(find_elem(&inner[0])?)),
-        [Value::Vector(inner)] if !inner.is_empty() => Ok(FindSpec::Tuple(inner.iter().map(find_elem).collect::<Result<_, _>>()?)),
+        [Value::Vector(inner)] if inner.len() == 2 && is_symbol(&inner[1], "...") => {
+            Ok(FindSpec::Collection(find_elem(&inner[0])?))
+        }
+        [Value::Vector(inner)] if !inner.is_empty() => {
+            Ok(FindSpec::Tuple(inner.iter().map(find_elem).collect::<Result<_, _>>()?))
+        }
         elems => Ok(FindSpec::Relation(elems.iter().map(find_elem).collect::<Result<_, _>>()?)),
     }
 }
@@ -333,7 +357,13 @@ fn find_elem(v: &Value) -> Result<FindElem, PlanError> {
             }
             let (n, last) = match &items[1..] {
                 [x] => (None, x),
-                [n, x] => (Some(bound(n).ok_or_else(|| PlanError::syntax(v, "the n of an aggregate is a number or a variable"))?), x),
+                [n, x] => (
+                    Some(
+                        bound(n)
+                            .ok_or_else(|| PlanError::syntax(v, "the n of an aggregate is a number or a variable"))?,
+                    ),
+                    x,
+                ),
                 _ => return Err(PlanError::syntax(v, "an aggregate takes a variable, or a count and a variable")),
             };
             let var = var(last).ok_or_else(|| PlanError::syntax(v, "an aggregate's last argument is a variable"))?;
@@ -365,10 +395,12 @@ fn order_by(items: &[Value]) -> Result<Vec<OrderBy>, PlanError> {
     let mut out: Vec<OrderBy> = Vec::new();
     for item in &flat {
         match item {
-            Value::Keyword(k) if matches!(k.name(), "asc" | "desc") && k.namespace().is_none() => match out.last_mut() {
-                Some(last) => last.descending = k.name() == "desc",
-                None => return Err(PlanError::syntax(item, ":order direction must follow a variable")),
-            },
+            Value::Keyword(k) if matches!(k.name(), "asc" | "desc") && k.namespace().is_none() => {
+                match out.last_mut() {
+                    Some(last) => last.descending = k.name() == "desc",
+                    None => return Err(PlanError::syntax(item, ":order direction must follow a variable")),
+                }
+            }
             Value::List(pair) | Value::Vector(pair) if pair.len() == 2 => {
                 let (dir, v) = match (&pair[0], &pair[1]) {
                     (Value::Symbol(s), v) => (s.name().to_string(), v),
@@ -412,7 +444,9 @@ fn binding(v: &Value) -> Result<Binding, PlanError> {
     }
     match v {
         Value::Vector(items) => match items.as_slice() {
-            [x, dots] if is_symbol(dots, "...") => var(x).map(Binding::Collection).ok_or_else(|| PlanError::syntax(v, "a collection binding is [?x ...]")),
+            [x, dots] if is_symbol(dots, "...") => {
+                var(x).map(Binding::Collection).ok_or_else(|| PlanError::syntax(v, "a collection binding is [?x ...]"))
+            }
             [Value::Vector(inner)] => Ok(Binding::Relation(inner.iter().map(var_or_blank).collect::<Result<_, _>>()?)),
             [] => Err(PlanError::syntax(v, "empty binding")),
             items => Ok(Binding::Tuple(items.iter().map(var_or_blank).collect::<Result<_, _>>()?)),
@@ -485,7 +519,11 @@ pub fn clause(v: &Value) -> Result<Clause, PlanError> {
                     let (vars, body) = join_vars(rest, v)?;
                     let required = vars.iter().filter(|(_, r)| *r).map(|(var, _)| var.clone()).collect();
                     let vars = vars.into_iter().map(|(var, _)| var).collect();
-                    Ok(Clause::Or { join: Some(OrJoin { required, vars }), branches: branches(body, v)?, form: v.clone() })
+                    Ok(Clause::Or {
+                        join: Some(OrJoin { required, vars }),
+                        branches: branches(body, v)?,
+                        form: v.clone(),
+                    })
                 }
                 "and" => Err(PlanError::syntax(v, "and is only allowed as a branch of or")),
                 _ => Ok(Clause::RuleCall { form: v.clone() }),
@@ -503,7 +541,10 @@ fn clauses(items: &[Value], form: &Value) -> Result<Vec<Clause>, PlanError> {
 }
 
 /// Variables of `not-join`/`or-join`, each with whether it was in required brackets.
-fn join_vars<'a>(rest: &'a [Value], form: &Value) -> Result<(Vec<(Var, bool)>, &'a [Value]), PlanError> {
+type JoinVars = Vec<(Var, bool)>;
+
+/// Splits the join variables from the body of a `not-join`/`or-join`.
+fn join_vars<'a>(rest: &'a [Value], form: &Value) -> Result<(JoinVars, &'a [Value]), PlanError> {
     let Some((Value::Vector(vs), body)) = rest.split_first() else {
         return Err(PlanError::syntax(form, "expected a vector of join variables"));
     };
@@ -512,10 +553,14 @@ fn join_vars<'a>(rest: &'a [Value], form: &Value) -> Result<(Vec<(Var, bool)>, &
         match v {
             Value::Vector(req) => {
                 for r in req {
-                    out.push((var(r).ok_or_else(|| PlanError::syntax(form, "join variables must be variables"))?, true));
+                    out.push((
+                        var(r).ok_or_else(|| PlanError::syntax(form, "join variables must be variables"))?,
+                        true,
+                    ));
                 }
             }
-            other => out.push((var(other).ok_or_else(|| PlanError::syntax(form, "join variables must be variables"))?, false)),
+            other => out
+                .push((var(other).ok_or_else(|| PlanError::syntax(form, "join variables must be variables"))?, false)),
         }
     }
     Ok((out, body))
@@ -528,7 +573,9 @@ fn branches(items: &[Value], form: &Value) -> Result<Vec<Vec<Clause>>, PlanError
     items
         .iter()
         .map(|b| match b {
-            Value::List(inner) if matches!(inner.first(), Some(Value::Symbol(s)) if s.name() == "and") => clauses(&inner[1..], b),
+            Value::List(inner) if matches!(inner.first(), Some(Value::Symbol(s)) if s.name() == "and") => {
+                clauses(&inner[1..], b)
+            }
             other => Ok(vec![clause(other)?]),
         })
         .collect()
@@ -571,14 +618,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(q.where_clauses.len(), 4);
-        assert!(matches!(&q.where_clauses[2], Clause::Or { join: Some(j), branches, .. } if j.required.len() == 1 && branches[1].len() == 2));
+        assert!(
+            matches!(&q.where_clauses[2], Clause::Or { join: Some(j), branches, .. } if j.required.len() == 1 && branches[1].len() == 2)
+        );
         assert!(matches!(&q.inputs[1], InBinding::Bind(Binding::Collection(_))));
     }
 
     #[test]
     fn parses_order() {
         let q = parse_query("[:find ?a ?b :where [?a :x/y ?b] :order (desc ?b) ?a :limit 10 :offset ?o]").unwrap();
-        assert_eq!(q.order, vec![OrderBy { var: Var("?b".into()), descending: true }, OrderBy { var: Var("?a".into()), descending: false }]);
+        assert_eq!(
+            q.order,
+            vec![
+                OrderBy { var: Var("?b".into()), descending: true },
+                OrderBy { var: Var("?a".into()), descending: false }
+            ]
+        );
         assert_eq!(q.limit, Some(Bound::Value(10)));
         assert_eq!(q.offset, Some(Bound::Var(Var("?o".into()))));
         let q = parse_query("[:find ?a :where [?a :x/y ?b] :order ?b :desc]").unwrap();

@@ -82,7 +82,8 @@ impl<'a> Ctx<'a> {
         match as_of {
             None => filtered(current, &["e", "v", "tx"], None, since),
             Some(t) => {
-                let live = select_cols(current, &["e", "v", "tx"], tx_window(&Name::new("d"), Some(t.clone()), since.clone()));
+                let live =
+                    select_cols(current, &["e", "v", "tx"], tx_window(&Name::new("d"), Some(t.clone()), since.clone()));
                 let undone = self.retracted_after(aid, t, since);
                 TableSource::Subquery(Box::new(Query::Union { all: true, parts: vec![live, undone] }))
             }
@@ -100,19 +101,30 @@ impl<'a> Ctx<'a> {
                 Expr::eq(Expr::col(&r, "e"), Expr::col(&h, "e")),
                 Expr::eq(Expr::col(&r, "v"), Expr::col(&h, "v")),
                 Expr::bin(BinOp::Gt, Expr::col(&r, "tx"), t.clone()),
-                Expr::col(&r, "added").not(),
+                Expr::col(&r, "added").negate(),
             ],
             ..Default::default()
         };
-        let filters = vec![Expr::bin(BinOp::Le, Expr::col(&h, "tx"), t), Expr::Exists(Box::new(Query::Select(Box::new(retraction))))];
+        let filters = vec![
+            Expr::bin(BinOp::Le, Expr::col(&h, "tx"), t),
+            Expr::Exists(Box::new(Query::Select(Box::new(retraction)))),
+        ];
         let last_tx = Expr::Agg { func: "max", distinct: false, args: vec![Expr::col(&h, "tx")] };
-        let mut having = vec![Expr::Agg { func: "arg_max", distinct: false, args: vec![Expr::col(&h, "added"), Expr::col(&h, "tx")] }];
+        let mut having = vec![Expr::Agg {
+            func: "arg_max",
+            distinct: false,
+            args: vec![Expr::col(&h, "added"), Expr::col(&h, "tx")],
+        }];
         if let Some(s) = since {
             // The surviving assertion must itself be after the since bound.
             having.push(Expr::bin(BinOp::Gt, last_tx.clone(), s));
         }
         Query::Select(Box::new(Select {
-            items: vec![(Expr::col(&h, "e"), Some("e".into())), (Expr::col(&h, "v"), Some("v".into())), (last_tx, Some("tx".into()))],
+            items: vec![
+                (Expr::col(&h, "e"), Some("e".into())),
+                (Expr::col(&h, "v"), Some("v".into())),
+                (last_tx, Some("tx".into())),
+            ],
             from: vec![item(TableSource::Table(self.store.history(aid)), &h)],
             filters,
             group_by: vec![Expr::col(&h, "e"), Expr::col(&h, "v")],
@@ -130,7 +142,11 @@ impl<'a> Ctx<'a> {
                 let q = Select {
                     items: vec![(Expr::Agg { func: "max", distinct: false, args: vec![Expr::col(&i, "e")] }, None)],
                     from: vec![item(TableSource::Table(self.store.current(DB_TX_INSTANT)), &i)],
-                    filters: vec![Expr::bin(BinOp::Le, Expr::col(&i, "v"), Expr::Lit(Lit::Typed(text.clone(), "TIMESTAMPTZ")))],
+                    filters: vec![Expr::bin(
+                        BinOp::Le,
+                        Expr::col(&i, "v"),
+                        Expr::Lit(Lit::Typed(text.clone(), "TIMESTAMPTZ")),
+                    )],
                     ..Default::default()
                 };
                 Expr::Func("coalesce", vec![Expr::Subquery(Box::new(Query::Select(Box::new(q)))), Expr::int(0)])

@@ -15,7 +15,8 @@ pub struct Name(String);
 impl Name {
     /// A name; characters outside `[a-z0-9_]` are replaced by `_` so the invariant always holds.
     pub fn new(s: &str) -> Name {
-        let clean: String = s.chars().map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '_' }).collect();
+        let clean: String =
+            s.chars().map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '_' }).collect();
         Name(clean)
     }
 
@@ -89,9 +90,16 @@ pub enum Expr {
     /// A function call; the name is a fixed DuckDB function name chosen by the compiler.
     Func(&'static str, Vec<Expr>),
     /// An aggregate call, optionally DISTINCT; `args` empty means `count(*)`.
-    Agg { func: &'static str, distinct: bool, args: Vec<Expr> },
+    Agg {
+        func: &'static str,
+        distinct: bool,
+        args: Vec<Expr>,
+    },
     Cast(Box<Expr>, String),
-    Case { whens: Vec<(Expr, Expr)>, otherwise: Option<Box<Expr>> },
+    Case {
+        whens: Vec<(Expr, Expr)>,
+        otherwise: Option<Box<Expr>>,
+    },
     InList(Box<Expr>, Vec<Expr>),
     Exists(Box<Query>),
     /// A scalar subquery.
@@ -129,7 +137,7 @@ impl Expr {
         Expr::Cast(Box::new(self), ty.to_string())
     }
 
-    pub fn not(self) -> Expr {
+    pub fn negate(self) -> Expr {
         Expr::Not(Box::new(self))
     }
 
@@ -160,8 +168,12 @@ impl Expr {
                 a.aliases(out);
                 b.aliases(out);
             }
-            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) | Expr::Agg { args: v, .. } => v.iter().for_each(|e| e.aliases(out)),
-            Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) | Expr::Cast(e, _) | Expr::Field(e, _) => e.aliases(out),
+            Expr::And(v) | Expr::Or(v) | Expr::Func(_, v) | Expr::Agg { args: v, .. } => {
+                v.iter().for_each(|e| e.aliases(out))
+            }
+            Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) | Expr::Cast(e, _) | Expr::Field(e, _) => {
+                e.aliases(out)
+            }
             Expr::Case { whens, otherwise } => {
                 for (w, t) in whens {
                     w.aliases(out);
@@ -194,7 +206,10 @@ pub enum TableSource {
     Table(String),
     Subquery(Box<Query>),
     /// `(VALUES (...), (...)) AS alias(c0, c1)`
-    Values { rows: Vec<Vec<Expr>>, columns: Vec<Name> },
+    Values {
+        rows: Vec<Vec<Expr>>,
+        columns: Vec<Name>,
+    },
 }
 
 /// How a FROM item joins the items before it.
@@ -235,7 +250,10 @@ pub struct Select {
 pub enum Query {
     Select(Box<Select>),
     /// `UNION` (`all` = false) or `UNION ALL`.
-    Union { all: bool, parts: Vec<Query> },
+    Union {
+        all: bool,
+        parts: Vec<Query>,
+    },
 }
 
 impl Query {
@@ -343,8 +361,11 @@ impl Select {
                 Expr::all(f.on.clone()).render(out, indent);
             }
         }
-        let clauses: [(&str, &[Expr], &str); 3] =
-            [("WHERE ", &self.filters, " AND "), ("GROUP BY ", &self.group_by, ", "), ("HAVING ", &self.having, " AND ")];
+        let clauses: [(&str, &[Expr], &str); 3] = [
+            ("WHERE ", &self.filters, " AND "),
+            ("GROUP BY ", &self.group_by, ", "),
+            ("HAVING ", &self.having, " AND "),
+        ];
         for (kw, exprs, sep) in clauses {
             if !exprs.is_empty() {
                 newline(out, indent);

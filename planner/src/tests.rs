@@ -68,7 +68,11 @@ macro_rules! snap {
     };
 }
 
-snap!(q1_point_lookup, "[:find ?e ?name :in $ ?email :where [?e :user/email ?email] [?e :user/name ?name]]", Some("[\"user1@example.com\"]"));
+snap!(
+    q1_point_lookup,
+    "[:find ?e ?name :in $ ?email :where [?e :user/email ?email] [?e :user/name ?name]]",
+    Some("[\"user1@example.com\"]")
+);
 snap!(
     q2_ref_traversal,
     "[:find ?i ?title ?state :in $ ?email :where [?u :user/email ?email] [?i :issue/assignee ?u] [?i :issue/title ?title] [?i :issue/state ?state]]",
@@ -80,7 +84,11 @@ snap!(
     "[:find ?i ?title ?priority :in $ ?min :where [?i :issue/state :state/open] [?i :issue/priority ?priority] [?i :issue/title ?title] [(>= ?priority ?min)]]",
     Some("[4]")
 );
-snap!(input_bindings, "[:find ?e ?name :in $ [?email ...] :where [?e :user/email ?email] [?e :user/name ?name]]", Some("[[\"a@x\" \"b@x\" \"a@x\"]]"));
+snap!(
+    input_bindings,
+    "[:find ?e ?name :in $ [?email ...] :where [?e :user/email ?email] [?e :user/name ?name]]",
+    Some("[[\"a@x\" \"b@x\" \"a@x\"]]")
+);
 snap!(since_scan, "[:find ?i :where [?i :issue/state _]]");
 
 snap!(
@@ -93,7 +101,11 @@ snap!(reverse_attribute, "[:find ?l :where [?i :issue/title \"t\"] [?l :issue/_l
 snap!(lookup_ref_input, "[:find ?a ?v :in $ ?e :where [?e ?a ?v]]", Some("[[:user/email \"u@x\"]]"));
 snap!(lookup_ref_constant, "[:find ?i :where [?i :issue/assignee [:user/email \"u@x\"]]]");
 snap!(unbound_attribute_mixed, "[:find ?a ?v :where [65536 ?a ?v]]");
-snap!(relation_input, "[:find ?e ?s :in $ [[?e ?s]] :where [?e :issue/state ?s]]", Some("[[[1 :state/open] [2 :state/closed]]]"));
+snap!(
+    relation_input,
+    "[:find ?e ?s :in $ [[?e ?s]] :where [?e :issue/state ?s]]",
+    Some("[[[1 :state/open] [2 :state/closed]]]")
+);
 snap!(tuple_input, "[:find ?e :in $ [?t ?p] :where [?e :issue/title ?t] [?e :issue/priority ?p]]", Some("[[\"x\" 3]]"));
 snap!(scalar_find, "[:find ?n . :where [_ :user/name ?n]]");
 snap!(tuple_find, "[:find [?e ?n] :where [?e :user/name ?n]]");
@@ -106,9 +118,16 @@ snap!(
     aggregates_all,
     "[:find ?s (count-distinct ?p) (avg ?p) (median ?p) (variance ?p) (stddev ?p) (min ?p) (max ?p) (distinct ?p) (min 2 ?p) (max 2 ?p) (sample 2 ?p) :where [?i :issue/state ?s] [?i :issue/priority ?p]]"
 );
-snap!(min_max_instants_strings, "[:find (min ?t) (max ?t) (max ?n) :where [?i :issue/created-at ?t] [?i :issue/title ?n]]");
+snap!(
+    min_max_instants_strings,
+    "[:find (min ?t) (max ?t) (max ?n) :where [?i :issue/created-at ?t] [?i :issue/title ?n]]"
+);
 snap!(duplicate_column_names, "[:find ?p (max ?p) (max ?p) :with ?i :where [?i :issue/priority ?p]]");
-snap!(order_limit_offset, "[:find ?i ?p :in $ ?n :where [?i :issue/priority ?p] :order (desc ?p) ?i :limit ?n :offset 5]", Some("[10]"));
+snap!(
+    order_limit_offset,
+    "[:find ?i ?p :in $ ?n :where [?i :issue/priority ?p] :order (desc ?p) ?i :limit ?n :offset 5]",
+    Some("[10]")
+);
 snap!(order_outside_find, "[:find ?i :where [?i :issue/priority ?p] [?i :issue/title ?t] :order ?t]");
 snap!(with_without_aggregates, "[:find ?p :with ?i :where [?i :issue/priority ?p]]");
 snap!(
@@ -119,23 +138,46 @@ snap!(
     functions_values,
     "[:find ?i ?x ?c ?s ?d ?m :where [?i :issue/title ?t] [?i :issue/priority ?p] [(str ?t \"-\" ?p) ?x] [(count ?t) ?c] [(subs ?t 0 5) ?s] [(/ ?p 2) ?d] [(re-find \"[0-9]+\" ?t) ?m]]"
 );
-snap!(arithmetic_compare, "[:find ?i :where [?i :issue/priority ?p] [(+ ?p 1) ?q] [(* ?q 2) ?r] [(> ?r 6)] [(!= ?p 3)]]");
-snap!(instant_compare, "[:find ?i :in $ ?t :where [?i :issue/created-at ?c] [(>= ?c #inst \"2025-06-01T00:00:00Z\")] [(< ?c ?t)]]", Some("[#inst \"2025-07-01T00:00:00Z\"]"));
+snap!(
+    arithmetic_compare,
+    "[:find ?i :where [?i :issue/priority ?p] [(+ ?p 1) ?q] [(* ?q 2) ?r] [(> ?r 6)] [(!= ?p 3)]]"
+);
+snap!(
+    instant_compare,
+    "[:find ?i :in $ ?t :where [?i :issue/created-at ?c] [(>= ?c #inst \"2025-06-01T00:00:00Z\")] [(< ?c ?t)]]",
+    Some("[#inst \"2025-07-01T00:00:00Z\"]")
+);
 snap!(type_predicates, "[:find ?i :where [?i :issue/title ?t] [(string? ?t)]]");
 snap!(type_predicate_false_prunes, "[:find ?i :where [?i :issue/title ?t] [(int? ?t)]]");
 snap!(impossible_constant_prunes, "[:find ?i :where [?i :issue/priority \"high\"]]");
 snap!(ground_and_identity, "[:find ?i ?x :where [(ground 3) ?p] [?i :issue/priority ?p] [(identity ?i) ?x]]");
 snap!(ground_collection, "[:find ?i :where [(ground [:state/open :state/closed]) [?s ...]] [?i :issue/state ?s]]");
 snap!(get_else, "[:find ?i ?p :where [?i :issue/title _] [(get-else $ ?i :issue/priority -1) ?p]]");
-snap!(get_some, "[:find ?i ?a ?v :where [?i :issue/title _] [(get-some $ ?i :issue/assignee :issue/reporter) [?a ?v]]]");
+snap!(
+    get_some,
+    "[:find ?i ?a ?v :where [?i :issue/title _] [(get-some $ ?i :issue/assignee :issue/reporter) [?a ?v]]]"
+);
 snap!(missing, "[:find ?i :where [?i :issue/title _] [(missing? $ ?i :issue/label)]]");
-snap!(tuple_untuple, "[:find ?t ?a :where [?i :issue/priority ?p] [?i :issue/state ?s] [(tuple ?p ?s) ?t] [(untuple ?t) [?a _]]]");
+snap!(
+    tuple_untuple,
+    "[:find ?t ?a :where [?i :issue/priority ?p] [?i :issue/state ?s] [(tuple ?p ?s) ?t] [(untuple ?t) [?a _]]]"
+);
 snap!(not_clause, "[:find ?i :where [?i :issue/state _] (not [?i :issue/priority 5])]");
-snap!(not_join_absent_entities, "[:find ?u :where [?u :user/email _] (not-join [?u] [?i :issue/assignee ?u] [?i :issue/state :state/open])]");
+snap!(
+    not_join_absent_entities,
+    "[:find ?u :where [?u :user/email _] (not-join [?u] [?i :issue/assignee ?u] [?i :issue/state :state/open])]"
+);
 snap!(not_of_predicate, "[:find ?i :where [?i :issue/priority ?p] (not [(> ?p 3)])]");
-snap!(or_patterns, "[:find ?i :where (or [?i :issue/state :state/open] [?i :issue/state :state/reopened]) [?i :issue/priority 5]]");
+snap!(
+    or_patterns,
+    "[:find ?i :where (or [?i :issue/state :state/open] [?i :issue/state :state/reopened]) [?i :issue/priority 5]]"
+);
 snap!(or_predicates, "[:find ?i :where [?i :issue/priority ?p] (or [(< ?p 2)] [(> ?p 4)])]");
-snap!(or_join_input, "[:find ?i :in $ ?u :where (or-join [?i ?u] [?i :issue/assignee ?u] [?i :issue/reporter ?u])]", Some("[65536]"));
+snap!(
+    or_join_input,
+    "[:find ?i :in $ ?u :where (or-join [?i ?u] [?i :issue/assignee ?u] [?i :issue/reporter ?u])]",
+    Some("[65536]")
+);
 snap!(or_join_lateral, "[:find ?i ?x :where [?i :issue/priority ?p] (or-join [?i ?p ?x] (and [?i :issue/state :state/open] [(ground 1) ?x]) (and [(> ?p 3)] [(ground 2) ?x]))]");
 snap!(or_and_branches, "[:find ?i :where [?i :issue/title _] (or (and [?i :issue/state :state/open] [?i :issue/priority 5]) [?i :issue/label 65792])]");
 
@@ -201,7 +243,10 @@ fn error_unbound_in_or_join() {
 #[test]
 fn error_or_branches_differ() {
     let e = err("[:find ?i :where (or [?i :issue/assignee ?u] [?i :issue/priority ?p])]", None);
-    assert!(matches!(&e, PlanError::OrBranches { message, .. } if message.contains("?p") && message.contains("?u")), "{e}");
+    assert!(
+        matches!(&e, PlanError::OrBranches { message, .. } if message.contains("?p") && message.contains("?u")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -225,7 +270,10 @@ fn error_input_count() {
 #[test]
 fn error_malformed_edn() {
     assert!(matches!(err("[:find ?e :where [?e :user/name", None), PlanError::Edn { what: "query", .. }));
-    assert!(matches!(err("[:find ?e :in $ ?n :where [?e :user/name ?n]]", Some("[\"x")), PlanError::Edn { what: "inputs", .. }));
+    assert!(matches!(
+        err("[:find ?e :in $ ?n :where [?e :user/name ?n]]", Some("[\"x")),
+        PlanError::Edn { what: "inputs", .. }
+    ));
     assert!(matches!(err("[:find :where [?e :user/name]]", None), PlanError::Syntax { .. }));
 }
 
@@ -237,7 +285,7 @@ fn error_unbound_find_variable() {
 
 #[test]
 fn error_bad_inputs() {
-    let e = err("[:find ?e :in $ [?n ...] :where [?e :issue/priority ?n]]", Some("[[1 \"two\"]]"));
+    let e = err("[:find ?e :in $ [[?e ?n]] :where [?e :issue/priority ?n]]", Some("[[[1 \"two\"]]]"));
     assert!(matches!(e, PlanError::BadInput { .. }), "{e}");
     let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some("[[:user/name \"x\"]]"));
     assert!(matches!(e, PlanError::Syntax { .. }), "{e}");
@@ -258,7 +306,8 @@ fn inputs_are_quoted() {
 #[test]
 fn store_names_are_quoted() {
     let store = StoreName::parse("db.\"we\"\"ird\"").expect("store");
-    let c = compile_query("[:find ?e :where [?e :user/name _]]", None, &schema(), &store, &QueryOptions::default()).expect("compiles");
+    let c = compile_query("[:find ?e :where [?e :user/name _]]", None, &schema(), &store, &QueryOptions::default())
+        .expect("compiles");
     assert!(c.sql.contains("\"db\".\"we\"\"ird\".\"cur_101\""), "{}", c.sql);
 }
 
@@ -267,15 +316,21 @@ fn store_names_are_quoted() {
 #[test]
 #[ignore]
 fn dump() {
-    let Ok(path) = std::env::var("MENTAT_DUMP") else { return };
+    let Ok(path) = std::env::var("MENTAT_DUMP") else {
+        return;
+    };
     let text = std::fs::read_to_string(path).unwrap_or_default();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let mut parts = line.splitn(3, ";;");
         let q = parts.next().unwrap_or_default();
         let inputs = parts.next().map(str::trim).filter(|s| !s.is_empty());
         let opts = match parts.next().map(str::trim) {
-            Some(o) if o.starts_with("as_of ") => QueryOptions { as_of: Some(TimeBound::Tx(o[6..].parse().unwrap_or(0))), ..Default::default() },
-            Some(o) if o.starts_with("since ") => QueryOptions { since: Some(TimeBound::Tx(o[6..].parse().unwrap_or(0))), ..Default::default() },
+            Some(o) if o.starts_with("as_of ") => {
+                QueryOptions { as_of: Some(TimeBound::Tx(o[6..].parse().unwrap_or(0))), ..Default::default() }
+            }
+            Some(o) if o.starts_with("since ") => {
+                QueryOptions { since: Some(TimeBound::Tx(o[6..].parse().unwrap_or(0))), ..Default::default() }
+            }
             Some("history") => QueryOptions { history: true, ..Default::default() },
             _ => QueryOptions::default(),
         };

@@ -56,7 +56,8 @@ impl Ty {
             Ty::Value(v) => v.sql_type().to_string(),
             Ty::Mixed => "VARCHAR".into(),
             Ty::Tuple(ts) => {
-                let fields: Vec<String> = ts.iter().enumerate().map(|(i, t)| format!("f{i} {}", t.sql_type())).collect();
+                let fields: Vec<String> =
+                    ts.iter().enumerate().map(|(i, t)| format!("f{i} {}", t.sql_type())).collect();
                 format!("STRUCT({})", fields.join(", "))
             }
             Ty::List(t) => format!("{}[]", t.sql_type()),
@@ -86,7 +87,8 @@ impl Ty {
     pub fn join(&self, other: &Ty) -> Option<Ty> {
         match (self, other) {
             (a, b) if a == b => Some(a.clone()),
-            (Ty::Value(ValueType::Ref), Ty::Value(ValueType::Long)) | (Ty::Value(ValueType::Long), Ty::Value(ValueType::Ref)) => Some(Ty::REF),
+            (Ty::Value(ValueType::Ref), Ty::Value(ValueType::Long))
+            | (Ty::Value(ValueType::Long), Ty::Value(ValueType::Ref)) => Some(Ty::REF),
             (Ty::Mixed, _) | (_, Ty::Mixed) => Some(Ty::Mixed),
             _ => None,
         }
@@ -116,7 +118,10 @@ pub enum Constant {
     Instant(String),
     Uuid(String),
     /// `[:unique/attr value]`: the entity whose unique attribute has that value.
-    LookupRef { attr: Entid, value: Box<Constant> },
+    LookupRef {
+        attr: Entid,
+        value: Box<Constant>,
+    },
 }
 
 impl Constant {

@@ -56,9 +56,13 @@ impl Scope {
             "ground" => return self.ground(ctx, call, binding),
             "get-some" => return self.get_some(ctx, call, binding),
             "untuple" => {
-                let Binding::Tuple(vars) = binding else { return Err(PlanError::syntax(form, "untuple binds a tuple [?a ?b]")) };
+                let Binding::Tuple(vars) = binding else {
+                    return Err(PlanError::syntax(form, "untuple binds a tuple [?a ?b]"));
+                };
                 let t = self.typed_arg(ctx, call, 0)?;
-                let Ty::Tuple(tys) = &t.ty else { return Err(PlanError::type_mismatch(form, format!("untuple of a {}", t.ty.name()))) };
+                let Ty::Tuple(tys) = &t.ty else {
+                    return Err(PlanError::type_mismatch(form, format!("untuple of a {}", t.ty.name())));
+                };
                 if tys.len() != vars.len() {
                     return Err(PlanError::type_mismatch(form, format!("the tuple has {} elements", tys.len())));
                 }
@@ -84,7 +88,8 @@ impl Scope {
 
     /// Binds a function's result and records that the call's inputs determine it.
     fn bind_computed(&mut self, ctx: &Ctx, call: &Call, var: &Var, te: TExpr) -> Result<(), PlanError> {
-        let inputs: Vec<Var> = call.args.iter().filter_map(|a| if let Term::Var(v) = a { Some(v.clone()) } else { None }).collect();
+        let inputs: Vec<Var> =
+            call.args.iter().filter_map(|a| if let Term::Var(v) = a { Some(v.clone()) } else { None }).collect();
         self.alg.fds.push((inputs, var.clone()));
         self.bind(ctx, var, te, &call.form)
     }
@@ -117,7 +122,9 @@ impl Scope {
 
     fn ground(&mut self, ctx: &Ctx, call: &Call, binding: &Binding) -> Result<(), PlanError> {
         let form = &call.form;
-        let [Term::Const(value)] = call.args.as_slice() else { return Err(PlanError::syntax(form, "ground takes one constant")) };
+        let [Term::Const(value)] = call.args.as_slice() else {
+            return Err(PlanError::syntax(form, "ground takes one constant"));
+        };
         let items = |v: &Value| -> Result<Vec<Value>, PlanError> {
             match v {
                 Value::Vector(items) | Value::List(items) => Ok(items.clone()),
@@ -144,7 +151,10 @@ impl Scope {
                 Ok(())
             }
             Binding::Collection(var) => {
-                let rows = items(value)?.iter().map(|v| Ok(vec![read_constant(ctx, v, form)?])).collect::<Result<_, PlanError>>()?;
+                let rows = items(value)?
+                    .iter()
+                    .map(|v| Ok(vec![read_constant(ctx, v, form)?]))
+                    .collect::<Result<_, PlanError>>()?;
                 self.add_values(ctx, vec![Some(var.clone())], rows)
             }
             Binding::Relation(vars) => {
@@ -167,7 +177,9 @@ impl Scope {
             Term::Var(v) => match self.lookup(v) {
                 Some(VarBinding::Expr(te)) => Ok(Operand::Typed(te.clone())),
                 Some(VarBinding::Const(c)) => Ok(Operand::Const(c.clone())),
-                Some(VarBinding::Pending(_)) | None => Err(PlanError::unbound(&v.0, form, "function and predicate arguments must be bound")),
+                Some(VarBinding::Pending(_)) | None => {
+                    Err(PlanError::unbound(&v.0, form, "function and predicate arguments must be bound"))
+                }
             },
             Term::Const(c) => Ok(Operand::Const(read_constant(ctx, c, form)?)),
             Term::Blank => Err(PlanError::syntax(form, "_ is not a function argument")),
@@ -176,7 +188,9 @@ impl Scope {
     }
 
     fn typed_arg(&self, ctx: &Ctx, call: &Call, i: usize) -> Result<TExpr, PlanError> {
-        let term = call.args.get(i).ok_or_else(|| PlanError::syntax(&call.form, format!("{} needs at least {} arguments", call.name, i + 1)))?;
+        let term = call.args.get(i).ok_or_else(|| {
+            PlanError::syntax(&call.form, format!("{} needs at least {} arguments", call.name, i + 1))
+        })?;
         let op = self.operand(ctx, term, &call.form)?;
         typed(ctx, op, &call.form)
     }
@@ -189,7 +203,10 @@ impl Scope {
         let t = self.typed_arg(ctx, call, i)?;
         match t.ty.class() {
             Class::Text | Class::Keyword | Class::Any => Ok(t.expr),
-            _ => Err(PlanError::type_mismatch(&call.form, format!("{} expects strings, got a {}", call.name, t.ty.name()))),
+            _ => Err(PlanError::type_mismatch(
+                &call.form,
+                format!("{} expects strings, got a {}", call.name, t.ty.name()),
+            )),
         }
     }
 
@@ -213,7 +230,10 @@ impl Scope {
         match name {
             "+" | "-" | "*" | "/" => Ok((self.arithmetic(ctx, call)?, false)),
             "str" => {
-                let parts = (0..call.args.len()).map(|i| Ok(as_text(self.typed_arg(ctx, call, i)?))).collect::<Result<Vec<_>, PlanError>>()?;
+                let parts =
+                    (0..call.args.len())
+                        .map(|i| Ok(as_text(self.typed_arg(ctx, call, i)?)))
+                        .collect::<Result<Vec<_>, PlanError>>()?;
                 text(Expr::Func("concat", parts))
             }
             "subs" => {
@@ -251,7 +271,10 @@ impl Scope {
             "re-find" | "re-matches" => {
                 Self::arity(call, &[2])?;
                 let (re, s) = (self.text_arg(ctx, call, 0)?, self.text_arg(ctx, call, 1)?);
-                let matches = Expr::Func(if name == "re-find" { "regexp_matches" } else { "regexp_full_match" }, vec![s.clone(), re.clone()]);
+                let matches = Expr::Func(
+                    if name == "re-find" { "regexp_matches" } else { "regexp_full_match" },
+                    vec![s.clone(), re.clone()],
+                );
                 let value = if name == "re-find" { Expr::Func("regexp_extract", vec![s, re]) } else { s };
                 Ok((TExpr::new(Expr::Case { whens: vec![(matches, value)], otherwise: None }, Ty::STRING), true))
             }
@@ -273,7 +296,9 @@ impl Scope {
                     let t = self.typed_arg(ctx, call, 0)?;
                     match &t.ty {
                         Ty::Value(v) => boolean(Expr::bool(types.contains(v))),
-                        Ty::Mixed => Err(PlanError::unsupported(form, "type predicates on a variable of mixed attribute types")),
+                        Ty::Mixed => {
+                            Err(PlanError::unsupported(form, "type predicates on a variable of mixed attribute types"))
+                        }
                         _ => boolean(Expr::bool(false)),
                     }
                 }
@@ -288,12 +313,13 @@ impl Scope {
             return Err(PlanError::syntax(&call.form, format!("{} needs arguments", call.name)));
         }
         let pair_op = if op == BinOp::Ne { BinOp::Eq } else { op };
-        let pairs = ops.windows(2).map(|w| compare(ctx, pair_op, &w[0], &w[1], &call.form)).collect::<Result<Vec<_>, _>>()?;
+        let pairs =
+            ops.windows(2).map(|w| compare(ctx, pair_op, &w[0], &w[1], &call.form)).collect::<Result<Vec<_>, _>>()?;
         let all = Expr::all(pairs);
         Ok(if op == BinOp::Ne {
             match all {
                 Expr::Bin(BinOp::Eq, a, b) => Expr::Bin(BinOp::Ne, a, b),
-                other => other.not(),
+                other => other.negate(),
             }
         } else {
             all
@@ -313,7 +339,8 @@ impl Scope {
         };
         let double = op == BinOp::Div || args.iter().any(|a| a.ty == Ty::DOUBLE);
         let ty = if double { Ty::DOUBLE } else { Ty::LONG };
-        let mut exprs: Vec<Expr> = args.into_iter().map(|a| if double { a.expr.cast("DOUBLE") } else { a.expr }).collect();
+        let mut exprs: Vec<Expr> =
+            args.into_iter().map(|a| if double { a.expr.cast("DOUBLE") } else { a.expr }).collect();
         if exprs.len() == 1 && matches!(op, BinOp::Sub | BinOp::Div) {
             let u = if double { Expr::Lit(Lit::Double(unit as f64)) } else { Expr::int(unit) };
             exprs.insert(0, u);
@@ -325,7 +352,9 @@ impl Scope {
 
     /// The attribute named by argument `i` of `get-else`, `get-some` or `missing?`.
     fn attr_arg(&self, ctx: &Ctx, call: &Call, i: usize) -> Result<Attribute, PlanError> {
-        let Some(Term::Const(c)) = call.args.get(i) else { return Err(PlanError::syntax(&call.form, format!("{} takes an attribute constant", call.name))) };
+        let Some(Term::Const(c)) = call.args.get(i) else {
+            return Err(PlanError::syntax(&call.form, format!("{} takes an attribute constant", call.name)));
+        };
         let (attr, reverse) = self.attribute(ctx, c, &call.form)?;
         if reverse {
             return Err(PlanError::unsupported(&call.form, format!("reverse attributes in {}", call.name)));
@@ -341,7 +370,9 @@ impl Scope {
         let term = call.args.get(1).ok_or_else(|| PlanError::syntax(&call.form, "missing entity"))?;
         match self.operand(ctx, term, &call.form)? {
             Operand::Typed(t) => Ok(t.expr),
-            Operand::Const(c) => coerce(ctx, &c, &Ty::REF).ok_or_else(|| PlanError::type_mismatch(&call.form, "the entity must be an entid, ident or lookup ref")),
+            Operand::Const(c) => coerce(ctx, &c, &Ty::REF).ok_or_else(|| {
+                PlanError::type_mismatch(&call.form, "the entity must be an entid, ident or lookup ref")
+            }),
         }
     }
 
@@ -351,13 +382,22 @@ impl Scope {
         Self::arity(call, &[4])?;
         let attr = self.attr_arg(ctx, call, 2)?;
         if attr.many {
-            return Err(PlanError::unsupported(&call.form, format!("get-else on cardinality-many attribute {}", attr.ident)));
+            return Err(PlanError::unsupported(
+                &call.form,
+                format!("get-else on cardinality-many attribute {}", attr.ident),
+            ));
         }
         let ty = Ty::Value(attr.value_type);
         let default = match self.operand(ctx, &call.args[3], &call.form)? {
-            Operand::Const(c) => coerce(ctx, &c, &ty).ok_or_else(|| PlanError::type_mismatch(&call.form, format!("the default must be a {}", ty.name())))?,
+            Operand::Const(c) => coerce(ctx, &c, &ty)
+                .ok_or_else(|| PlanError::type_mismatch(&call.form, format!("the default must be a {}", ty.name())))?,
             Operand::Typed(t) if t.ty.join(&ty).is_some() => t.expr,
-            Operand::Typed(t) => return Err(PlanError::type_mismatch(&call.form, format!("the default is a {} but {} is a {}", t.ty.name(), attr.ident, ty.name()))),
+            Operand::Typed(t) => {
+                return Err(PlanError::type_mismatch(
+                    &call.form,
+                    format!("the default is a {} but {} is a {}", t.ty.name(), attr.ident, ty.name()),
+                ))
+            }
         };
         let alias = self.left_join(ctx, call, &attr)?;
         Ok(TExpr::new(Expr::Func("coalesce", vec![Expr::col(&alias, "v"), default]), ty))
@@ -371,7 +411,13 @@ impl Scope {
             Term::Var(v) => vec![v.clone()],
             _ => vec![],
         };
-        let item = FromItem { source: ctx.datoms(attr.entid), alias: alias.clone(), kind: JoinKind::Left, lateral: false, on: vec![Expr::eq(Expr::col(&alias, "e"), entity)] };
+        let item = FromItem {
+            source: ctx.datoms(attr.entid),
+            alias: alias.clone(),
+            kind: JoinKind::Left,
+            lateral: false,
+            on: vec![Expr::eq(Expr::col(&alias, "e"), entity)],
+        };
         self.alg.sources.push(super::Source { item, key: Some(key), vars: vec![], pinned: true, values: None });
         Ok(alias)
     }
@@ -380,11 +426,17 @@ impl Scope {
     /// one attributes of one SQL type).
     fn get_some(&mut self, ctx: &Ctx, call: &Call, binding: &Binding) -> Result<(), PlanError> {
         let form = &call.form;
-        let Binding::Tuple(vars) = binding else { return Err(PlanError::syntax(form, "get-some binds a tuple [?attr ?value]")) };
+        let Binding::Tuple(vars) = binding else {
+            return Err(PlanError::syntax(form, "get-some binds a tuple [?attr ?value]"));
+        };
         if vars.len() != 2 || call.args.len() < 3 {
-            return Err(PlanError::syntax(form, "get-some takes $, an entity and attributes, and binds [?attr ?value]"));
+            return Err(PlanError::syntax(
+                form,
+                "get-some takes $, an entity and attributes, and binds [?attr ?value]",
+            ));
         }
-        let attrs: Vec<Attribute> = (2..call.args.len()).map(|i| self.attr_arg(ctx, call, i)).collect::<Result<_, _>>()?;
+        let attrs: Vec<Attribute> =
+            (2..call.args.len()).map(|i| self.attr_arg(ctx, call, i)).collect::<Result<_, _>>()?;
         if attrs.iter().any(|a| a.many) {
             return Err(PlanError::unsupported(form, "get-some on cardinality-many attributes"));
         }
@@ -416,11 +468,17 @@ impl Scope {
         let entity = self.entity_arg(ctx, call)?;
         let alias = ctx.alias("t");
         let q = Select {
-            from: vec![FromItem { source: ctx.datoms(attr.entid), alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }],
+            from: vec![FromItem {
+                source: ctx.datoms(attr.entid),
+                alias: alias.clone(),
+                kind: JoinKind::Inner,
+                lateral: false,
+                on: vec![],
+            }],
             filters: vec![Expr::eq(Expr::col(&alias, "e"), entity)],
             ..Default::default()
         };
-        Ok(Expr::Exists(Box::new(Query::Select(Box::new(q)))).not())
+        Ok(Expr::Exists(Box::new(Query::Select(Box::new(q)))).negate())
     }
 }
 
@@ -430,7 +488,8 @@ pub(crate) fn typed(ctx: &Ctx, op: Operand, form: &Value) -> Result<TExpr, PlanE
         Operand::Typed(t) => Ok(t),
         Operand::Const(c) => {
             let ty = c.natural_type();
-            let expr = coerce(ctx, &c, &ty).ok_or_else(|| PlanError::UnknownIdent { ident: super::show_constant(&c), form: show(form) })?;
+            let expr = coerce(ctx, &c, &ty)
+                .ok_or_else(|| PlanError::UnknownIdent { ident: super::show_constant(&c), form: show(form) })?;
             Ok(TExpr::new(expr, ty))
         }
     }
@@ -485,14 +544,21 @@ fn mixed_pair(x: &TExpr, y: &TExpr) -> (Expr, Expr) {
 /// A constant compared with a value of type `ty`.
 fn const_for(ctx: &Ctx, c: &Constant, ty: &Ty, form: &Value) -> Result<Expr, PlanError> {
     if *ty == Ty::Mixed {
-        return c.text().map(|t| Expr::str(&t)).ok_or_else(|| PlanError::type_mismatch(form, "a lookup ref compared with mixed values"));
+        return c
+            .text()
+            .map(|t| Expr::str(&t))
+            .ok_or_else(|| PlanError::type_mismatch(form, "a lookup ref compared with mixed values"));
     }
     let natural = c.natural_type();
     match (ty, c) {
-        (Ty::Value(ValueType::Ref), Constant::Keyword(k)) => {
-            ctx.schema.entid(k).map(Expr::int).ok_or_else(|| PlanError::UnknownIdent { ident: k.clone(), form: show(form) })
+        (Ty::Value(ValueType::Ref), Constant::Keyword(k)) => ctx
+            .schema
+            .entid(k)
+            .map(Expr::int)
+            .ok_or_else(|| PlanError::UnknownIdent { ident: k.clone(), form: show(form) }),
+        (Ty::Value(ValueType::Ref), Constant::LookupRef { .. }) => {
+            coerce(ctx, c, ty).ok_or_else(|| PlanError::type_mismatch(form, "bad lookup ref"))
         }
-        (Ty::Value(ValueType::Ref), Constant::LookupRef { .. }) => coerce(ctx, c, ty).ok_or_else(|| PlanError::type_mismatch(form, "bad lookup ref")),
         _ => {
             check_classes(ty, &natural, form)?;
             literal(c).ok_or_else(|| PlanError::type_mismatch(form, "a lookup ref compared with a non-ref"))

@@ -20,7 +20,13 @@ use edn_format::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Scope {
-    pub(crate) fn not(&mut self, ctx: &Ctx, join: Option<&[Var]>, clauses: &[Clause], _form: &Value) -> Result<(), PlanError> {
+    pub(crate) fn not(
+        &mut self,
+        ctx: &Ctx,
+        join: Option<&[Var]>,
+        clauses: &[Clause],
+        _form: &Value,
+    ) -> Result<(), PlanError> {
         let visible = match join {
             None => self.visible(),
             Some(vars) => self.visible().into_iter().filter(|(k, _)| vars.contains(k)).collect(),
@@ -33,16 +39,22 @@ impl Scope {
         if child.alg.sources.is_empty() {
             match child.alg.filters.len() {
                 0 => self.prune("a not whose body is always true".into()),
-                _ => self.alg.filters.push(Expr::all(child.alg.filters).not()),
+                _ => self.alg.filters.push(Expr::all(child.alg.filters).negate()),
             }
         } else {
             let q = Query::Select(Box::new(body(&child.alg)));
-            self.alg.filters.push(Expr::Exists(Box::new(q)).not());
+            self.alg.filters.push(Expr::Exists(Box::new(q)).negate());
         }
         Ok(())
     }
 
-    pub(crate) fn or(&mut self, ctx: &Ctx, join: Option<&OrJoin>, branches: &[Vec<Clause>], form: &Value) -> Result<(), PlanError> {
+    pub(crate) fn or(
+        &mut self,
+        ctx: &Ctx,
+        join: Option<&OrJoin>,
+        branches: &[Vec<Clause>],
+        form: &Value,
+    ) -> Result<(), PlanError> {
         let unify: Vec<Var> = match join {
             Some(j) => j.vars.clone(),
             None => {
@@ -51,13 +63,17 @@ impl Scope {
                     let odd: Vec<String> = sets[0].symmetric_difference(diff).map(|v| v.0.clone()).collect();
                     return Err(PlanError::OrBranches {
                         form: show(form),
-                        message: format!("every branch of or must use the same variables; {} appear in only some (use or-join)", odd.join(", ")),
+                        message: format!(
+                            "every branch of or must use the same variables; {} appear in only some (use or-join)",
+                            odd.join(", ")
+                        ),
                     });
                 }
                 sets[0].iter().cloned().collect()
             }
         };
-        let visible: BTreeMap<Var, VarBinding> = self.visible().into_iter().filter(|(k, _)| unify.contains(k)).collect();
+        let visible: BTreeMap<Var, VarBinding> =
+            self.visible().into_iter().filter(|(k, _)| unify.contains(k)).collect();
         let mut done = Vec::new();
         for b in branches {
             let mut child = Scope::child(visible.clone(), false);
@@ -71,7 +87,8 @@ impl Scope {
             return Ok(());
         }
         // The or's outputs: unify variables some branch binds itself.
-        let outputs: Vec<Var> = unify.iter().filter(|v| done.iter().any(|c| c.alg.bindings.contains_key(*v))).cloned().collect();
+        let outputs: Vec<Var> =
+            unify.iter().filter(|v| done.iter().any(|c| c.alg.bindings.contains_key(*v))).cloned().collect();
         for v in &unify {
             if !outputs.contains(v) && !self.is_bound(v) {
                 return Err(PlanError::unbound(&v.0, form, "no branch of the or binds it"));
@@ -79,7 +96,11 @@ impl Scope {
         }
         if outputs.is_empty() && done.iter().all(|c| c.alg.sources.is_empty()) {
             let alternatives: Vec<Expr> = done.into_iter().map(|c| Expr::all(c.alg.filters)).collect();
-            self.alg.filters.push(if alternatives.len() == 1 { alternatives.into_iter().next().unwrap_or(Expr::bool(true)) } else { Expr::Or(alternatives) });
+            self.alg.filters.push(if alternatives.len() == 1 {
+                alternatives.into_iter().next().unwrap_or(Expr::bool(true))
+            } else {
+                Expr::Or(alternatives)
+            });
             return Ok(());
         }
         self.or_union(ctx, done, &outputs, form)
@@ -94,9 +115,14 @@ impl Scope {
             for v in outputs {
                 let te = match b.lookup(v) {
                     Some(VarBinding::Expr(t)) => t.clone(),
-                    Some(VarBinding::Const(c)) => super::functions::typed(ctx, super::functions::Operand::Const(c.clone()), form)?,
+                    Some(VarBinding::Const(c)) => {
+                        super::functions::typed(ctx, super::functions::Operand::Const(c.clone()), form)?
+                    }
                     _ => {
-                        return Err(PlanError::OrBranches { form: show(form), message: format!("a branch does not bind {v}, which is not bound outside the or") });
+                        return Err(PlanError::OrBranches {
+                            form: show(form),
+                            message: format!("a branch does not bind {v}, which is not bound outside the or"),
+                        });
                     }
                 };
                 row.push(te);
@@ -120,20 +146,41 @@ impl Scope {
                     .zip(&tys)
                     .zip(&names)
                     .map(|((te, ty), n)| {
-                        let e = if *ty == Ty::Mixed && te.ty.sql_type() != "VARCHAR" { te.expr.clone().cast("VARCHAR") } else { te.expr.clone() };
+                        // Columns keep their type; literals and computed values are cast to the declared one.
+                        let e = if te.ty.sql_type() == ty.sql_type() && matches!(te.expr, Expr::Col(..)) {
+                            te.expr.clone()
+                        } else {
+                            te.expr.clone().cast(&ty.sql_type())
+                        };
                         (e, Some(n.as_str().to_string()))
                     })
                     .collect();
                 Query::Select(Box::new(select))
             })
             .collect();
-        let query = if parts.len() == 1 { parts.into_iter().next().unwrap_or(Query::Select(Box::default())) } else { Query::Union { all: false, parts } };
+        let query = if parts.len() == 1 {
+            parts.into_iter().next().unwrap_or(Query::Select(Box::default()))
+        } else {
+            Query::Union { all: false, parts }
+        };
         let mut outer = Vec::new();
         query.outer_aliases(&mut outer);
         let lateral = !outer.is_empty();
         let alias = ctx.alias("o");
-        let item = FromItem { source: TableSource::Subquery(Box::new(query)), alias: alias.clone(), kind: JoinKind::Inner, lateral, on: vec![] };
-        self.alg.sources.push(Source { item, key: Some(outputs.to_vec()), vars: outputs.to_vec(), pinned: lateral, values: None });
+        let item = FromItem {
+            source: TableSource::Subquery(Box::new(query)),
+            alias: alias.clone(),
+            kind: JoinKind::Inner,
+            lateral,
+            on: vec![],
+        };
+        self.alg.sources.push(Source {
+            item,
+            key: Some(outputs.to_vec()),
+            vars: outputs.to_vec(),
+            pinned: lateral,
+            values: None,
+        });
         for ((v, ty), n) in outputs.iter().zip(tys).zip(&names) {
             self.bind(ctx, v, TExpr::new(Expr::Col(alias.clone(), n.clone()), ty), form)?;
         }
@@ -161,7 +208,9 @@ pub(crate) fn mentioned(clauses: &[Clause]) -> Vec<Var> {
             Clause::Not { join: Some(vars), .. } => vars.iter().for_each(&mut add),
             Clause::Not { join: None, clauses, .. } => mentioned(clauses).iter().for_each(&mut add),
             Clause::Or { join: Some(j), .. } => j.vars.iter().for_each(&mut add),
-            Clause::Or { join: None, branches, .. } => branches.iter().for_each(|b| mentioned(b).iter().for_each(&mut add)),
+            Clause::Or { join: None, branches, .. } => {
+                branches.iter().for_each(|b| mentioned(b).iter().for_each(&mut add))
+            }
             Clause::RuleCall { .. } => {}
         }
     }

@@ -114,8 +114,8 @@ pub fn algebrize(ctx: &Ctx, clauses: &[Clause], inputs: &Inputs) -> Result<Algeb
             scope.alg.bindings.insert(v.clone(), VarBinding::Pending(list.clone()));
         }
     }
-    for (vars, rows) in &inputs.relations {
-        scope.add_values(ctx, vars.clone(), rows.clone())?;
+    for r in &inputs.relations {
+        scope.add_values(ctx, r.vars.clone(), r.rows.clone())?;
     }
     scope.run(ctx, clauses)?;
     Ok(scope.alg)
@@ -150,7 +150,8 @@ impl Scope {
 
     /// Runs clauses: patterns first, then the others as their inputs become bound.
     pub(crate) fn run(&mut self, ctx: &Ctx, clauses: &[Clause]) -> Result<(), PlanError> {
-        let (patterns, mut rest): (Vec<&Clause>, Vec<&Clause>) = clauses.iter().partition(|c| matches!(c, Clause::Pattern { .. }));
+        let (patterns, mut rest): (Vec<&Clause>, Vec<&Clause>) =
+            clauses.iter().partition(|c| matches!(c, Clause::Pattern { .. }));
         for p in patterns {
             if let Clause::Pattern { terms, form } = p {
                 self.pattern(ctx, terms, form)?;
@@ -254,7 +255,12 @@ impl Scope {
                             self.alg.bindings.insert(var.clone(), VarBinding::Expr(refined));
                         }
                     }
-                    None => self.prune(format!("{var} cannot be both {} and {} in {}", prev.ty.name(), bound.ty.name(), show(form))),
+                    None => self.prune(format!(
+                        "{var} cannot be both {} and {} in {}",
+                        prev.ty.name(),
+                        bound.ty.name(),
+                        show(form)
+                    )),
                 }
                 if local {
                     return Ok(());
@@ -288,7 +294,10 @@ impl Scope {
             Some((attr, reverse)) => {
                 if reverse {
                     if attr.value_type != ValueType::Ref {
-                        return Err(PlanError::type_mismatch(form, format!("reverse attribute of {}, which is not a ref", attr.ident)));
+                        return Err(PlanError::type_mismatch(
+                            form,
+                            format!("reverse attribute of {}, which is not a ref", attr.ident),
+                        ));
                     }
                     t.swap(0, 2);
                 }
@@ -322,7 +331,8 @@ impl Scope {
     fn attribute_pattern(&mut self, ctx: &Ctx, attr: &Attribute, t: &[Term], form: &Value) -> Result<(), PlanError> {
         let alias = ctx.alias("t");
         // Term positions 0, 2, 3, 4 are the columns e, v, tx, added (1 is the attribute).
-        let mut cols: Vec<(usize, &str, Ty)> = vec![(0, "e", Ty::REF), (2, "v", Ty::Value(attr.value_type)), (3, "tx", Ty::REF)];
+        let mut cols: Vec<(usize, &str, Ty)> =
+            vec![(0, "e", Ty::REF), (2, "v", Ty::Value(attr.value_type)), (3, "tx", Ty::REF)];
         if ctx.history() {
             cols.push((4, "added", Ty::BOOLEAN));
         }
@@ -382,11 +392,22 @@ impl Scope {
             .iter()
             .map(|a| {
                 let v = if cast { Expr::col(&d, "v").cast("VARCHAR") } else { Expr::col(&d, "v") };
-                let mut items = vec![(Expr::col(&d, "e"), Some("e".to_string())), (Expr::int(a.entid), Some("a".into())), (v, Some("v".into())), (Expr::col(&d, "tx"), Some("tx".into()))];
+                let mut items = vec![
+                    (Expr::col(&d, "e"), Some("e".to_string())),
+                    (Expr::int(a.entid), Some("a".into())),
+                    (v, Some("v".into())),
+                    (Expr::col(&d, "tx"), Some("tx".into())),
+                ];
                 if ctx.history() {
                     items.push((Expr::col(&d, "added"), Some("added".into())));
                 }
-                let from = vec![FromItem { source: ctx.datoms(a.entid), alias: d.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }];
+                let from = vec![FromItem {
+                    source: ctx.datoms(a.entid),
+                    alias: d.clone(),
+                    kind: JoinKind::Inner,
+                    lateral: false,
+                    on: vec![],
+                }];
                 Query::Select(Box::new(Select { items, from, ..Default::default() }))
             })
             .collect();
@@ -428,7 +449,9 @@ impl Scope {
                 let c = self.constant(ctx, c, form)?;
                 match coerce(ctx, &c, &col.ty) {
                     Some(lit) => self.alg.filters.push(Expr::eq(col.expr, lit)),
-                    None => self.prune(format!("{} cannot be a {} in {}", show_constant(&c), col.ty.name(), show(form))),
+                    None => {
+                        self.prune(format!("{} cannot be a {} in {}", show_constant(&c), col.ty.name(), show(form)))
+                    }
                 }
                 Ok(())
             }
@@ -461,7 +484,12 @@ impl Scope {
 
     /// Adds a VALUES source binding these variables (`None` columns are `_` and dropped). Rows are
     /// deduplicated (inputs are sets) and typed when the scope finishes.
-    pub(crate) fn add_values(&mut self, ctx: &Ctx, vars: Vec<Option<Var>>, rows: Vec<Vec<Constant>>) -> Result<(), PlanError> {
+    pub(crate) fn add_values(
+        &mut self,
+        ctx: &Ctx,
+        vars: Vec<Option<Var>>,
+        rows: Vec<Vec<Constant>>,
+    ) -> Result<(), PlanError> {
         let keep: Vec<usize> = (0..vars.len()).filter(|i| vars[*i].is_some()).collect();
         let vars: Vec<Var> = vars.into_iter().flatten().collect();
         let mut kept: Vec<Vec<Constant>> = Vec::new();
@@ -472,13 +500,28 @@ impl Scope {
             }
         }
         if kept.is_empty() {
-            self.prune(format!("the input for {} is empty", vars.iter().map(|v| v.0.clone()).collect::<Vec<_>>().join(" ")));
+            self.prune(format!(
+                "the input for {} is empty",
+                vars.iter().map(|v| v.0.clone()).collect::<Vec<_>>().join(" ")
+            ));
         }
         let alias = ctx.alias("in");
         let columns: Vec<Name> = (0..vars.len()).map(|i| Name::new(&format!("c{i}"))).collect();
         let values = ValuesInput { vars: vars.clone(), rows: kept };
-        let item = FromItem { source: TableSource::Values { rows: vec![], columns: columns.clone() }, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] };
-        self.alg.sources.push(Source { item, key: Some(vars.clone()), vars: vars.clone(), pinned: false, values: Some(values) });
+        let item = FromItem {
+            source: TableSource::Values { rows: vec![], columns: columns.clone() },
+            alias: alias.clone(),
+            kind: JoinKind::Inner,
+            lateral: false,
+            on: vec![],
+        };
+        self.alg.sources.push(Source {
+            item,
+            key: Some(vars.clone()),
+            vars: vars.clone(),
+            pinned: false,
+            values: Some(values),
+        });
         for (i, var) in vars.iter().enumerate() {
             let ty = self.values_column_type(i);
             let te = TExpr { expr: Expr::Col(alias.clone(), columns[i].clone()), ty, refinable: true };
@@ -503,7 +546,9 @@ impl Scope {
     /// Types the VALUES rows with the final types of their variables.
     fn finish(&mut self, ctx: &Ctx) -> Result<(), PlanError> {
         for i in 0..self.alg.sources.len() {
-            let Some(values) = self.alg.sources[i].values.take() else { continue };
+            let Some(values) = self.alg.sources[i].values.take() else {
+                continue;
+            };
             let tys: Vec<Ty> = values
                 .vars
                 .iter()
@@ -512,7 +557,7 @@ impl Scope {
                     _ => Ty::Mixed,
                 })
                 .collect();
-            let mut rows = Vec::new();
+            let mut rows: Vec<Vec<Expr>> = Vec::new();
             for row in &values.rows {
                 let typed: Option<Vec<Expr>> = row.iter().zip(&tys).map(|(c, ty)| coerce(ctx, c, ty)).collect();
                 match typed {
@@ -520,8 +565,17 @@ impl Scope {
                     None => {
                         let forms: Vec<String> = row.iter().map(show_constant).collect();
                         let types: Vec<String> = tys.iter().map(Ty::name).collect();
-                        return Err(PlanError::BadInput { form: format!("[{}]", forms.join(" ")), message: format!("input values must be of types {}", types.join(", ")) });
+                        return Err(PlanError::BadInput {
+                            form: format!("[{}]", forms.join(" ")),
+                            message: format!("input values must be of types {}", types.join(", ")),
+                        });
                     }
+                }
+            }
+            // DuckDB types a VALUES column from its rows: casting the first row pins the declared type.
+            if let Some(first) = rows.first_mut() {
+                for (e, ty) in first.iter_mut().zip(&tys) {
+                    *e = e.clone().cast(&ty.sql_type());
                 }
             }
             if let TableSource::Values { rows: r, .. } = &mut self.alg.sources[i].item.source {
@@ -579,7 +633,10 @@ fn call_vars(call: &crate::parse::Call) -> Vec<Var> {
 
 fn clause_form(c: &Clause) -> &Value {
     match c {
-        Clause::Pattern { form, .. } | Clause::Not { form, .. } | Clause::Or { form, .. } | Clause::RuleCall { form } => form,
+        Clause::Pattern { form, .. }
+        | Clause::Not { form, .. }
+        | Clause::Or { form, .. }
+        | Clause::RuleCall { form } => form,
         Clause::Predicate(call) | Clause::Function { call, .. } => &call.form,
     }
 }
@@ -590,7 +647,10 @@ pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Consta
         Value::Vector(items) => match items.as_slice() {
             [Value::Keyword(_), value] => {
                 let ident = show(&items[0]);
-                let attr = ctx.schema.attribute_by_ident(&ident).ok_or_else(|| PlanError::UnknownAttribute { ident: ident.clone(), form: show(form) })?;
+                let attr = ctx
+                    .schema
+                    .attribute_by_ident(&ident)
+                    .ok_or_else(|| PlanError::UnknownAttribute { ident: ident.clone(), form: show(form) })?;
                 if attr.unique.is_none() {
                     return Err(PlanError::syntax(v, format!("lookup ref attribute {ident} is not unique")));
                 }
@@ -616,7 +676,13 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
             let lr = ctx.alias("lr");
             let q = Select {
                 items: vec![(Expr::col(&lr, "e"), None)],
-                from: vec![FromItem { source: ctx.datoms(*attr), alias: lr.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }],
+                from: vec![FromItem {
+                    source: ctx.datoms(*attr),
+                    alias: lr.clone(),
+                    kind: JoinKind::Inner,
+                    lateral: false,
+                    on: vec![],
+                }],
                 filters: vec![Expr::eq(Expr::col(&lr, "v"), v)],
                 ..Default::default()
             };

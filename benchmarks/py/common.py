@@ -1,0 +1,24 @@
+"""Helpers shared by the benchmark scripts."""
+import os
+import pathlib
+
+import duckdb
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXT = pathlib.Path(os.environ.get("MENTAT_EXTENSION", ROOT / "build" / "mentat.duckdb_extension"))
+
+
+def connect(path=":memory:"):
+    con = duckdb.connect(str(path), config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{EXT}'")
+    return con
+
+
+def datom_count(con, store="mentat", all_attrs=False):
+    """Current datoms of user attributes (entid >= 100) or of every attribute, by plain SQL over the tables."""
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = ? AND table_name LIKE 'cur_%'",
+        [store]).fetchall()]
+    if not all_attrs:
+        tables = [t for t in tables if int(t[4:]) >= 100]
+    return sum(con.execute(f'SELECT count(*) FROM "{store}"."{t}"').fetchall()[0][0] for t in tables)

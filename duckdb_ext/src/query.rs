@@ -1,0 +1,351 @@
+//! `mentat_q` and `mentat_explain`: table functions that compile a Datalog query to one SQL statement, run it
+//! on one of mentat's connections and hand DuckDB the result vectors as they stream out.
+//!
+//! Written against the raw C API (not duckdb-rs's `VTab`) because the result columns are only known after the
+//! statement is prepared, and because each output vector is made a zero-copy reference
+//! (`duckdb_vector_reference_vector`) to the vector of the inner result: no row cap, no copy, no text encoding.
+
+use crate::Instance;
+use duckdb::ffi;
+use planner::layout::{StoreName, DEFAULT_STORE};
+use planner::{QueryOptions, TimeBound};
+use std::ffi::{c_void, CStr, CString};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Raw connections for streaming query results, opened at load time like [`crate::pool::Pool`].
+pub struct RawPool {
+    free: Mutex<Vec<RawConn>>,
+    available: Condvar,
+}
+
+struct RawConn(ffi::duckdb_connection);
+// SAFETY: a DuckDB connection may be used from any thread, one thread at a time; the pool hands each to one
+// borrower at a time.
+unsafe impl Send for RawConn {}
+
+impl RawPool {
+    /// Opens `size` connections to `db`. Must run inside the extension's entry point.
+    ///
+    /// # Safety
+    /// `db` must be the valid database handle DuckDB gave the entry point.
+    pub unsafe fn open(db: ffi::duckdb_database, size: usize) -> Result<RawPool, String> {
+        let mut free = Vec::with_capacity(size);
+        for _ in 0..size {
+            let mut c: ffi::duckdb_connection = std::ptr::null_mut();
+            if ffi::duckdb_connect(db, &mut c) != ffi::DuckDBSuccess {
+                return Err("mentat could not open a connection to the database".into());
+            }
+            free.push(RawConn(c));
+        }
+        Ok(RawPool { free: Mutex::new(free), available: Condvar::new() })
+    }
+
+    fn get(self: &Arc<Self>) -> Result<Borrowed, String> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let deadline = std::time::Instant::now() + crate::pool::WAIT;
+        loop {
+            if let Some(c) = free.pop() {
+                return Ok(Borrowed { pool: self.clone(), conn: Some(c) });
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(format!("all mentat query connections stayed busy for {:?}", crate::pool::WAIT));
+            }
+            free = self.available.wait_timeout(free, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+}
+
+struct Borrowed {
+    pool: Arc<RawPool>,
+    conn: Option<RawConn>,
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            self.pool.free.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+            self.pool.available.notify_one();
+        }
+    }
+}
+
+/// What the registered function does with the compiled statement.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Run it and stream its rows (`mentat_q`).
+    Query,
+    /// Stream DuckDB's `EXPLAIN` of it (`mentat_explain`).
+    Explain,
+}
+
+struct Extra {
+    instance: Arc<Instance>,
+    mode: Mode,
+}
+
+/// Bind data: the borrowed connection and the prepared statement, held until DuckDB drops the bind data.
+struct Bound {
+    prepared: ffi::duckdb_prepared_statement,
+    columns: usize,
+    _conn: Borrowed,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        // SAFETY: `prepared` came from duckdb_prepare and is destroyed once, before its connection returns.
+        unsafe { ffi::duckdb_destroy_prepare(&mut self.prepared) };
+    }
+}
+
+struct Streaming {
+    result: Option<Box<ffi::duckdb_result>>,
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.result.take() {
+            // SAFETY: the result came from duckdb_execute_prepared_streaming and is destroyed once.
+            unsafe { ffi::duckdb_destroy_result(&mut *r) };
+        }
+    }
+}
+
+unsafe fn value_text(v: ffi::duckdb_value) -> String {
+    let p = ffi::duckdb_get_varchar(v);
+    if p.is_null() {
+        return String::new();
+    }
+    let s = CStr::from_ptr(p).to_string_lossy().into_owned();
+    ffi::duckdb_free(p as *mut c_void);
+    s
+}
+
+/// A named parameter's value, or None when the caller did not give it (or gave NULL).
+unsafe fn named(info: ffi::duckdb_bind_info, name: &CStr) -> Option<ffi::duckdb_value> {
+    let mut v = ffi::duckdb_bind_get_named_parameter(info, name.as_ptr());
+    if v.is_null() {
+        return None;
+    }
+    if ffi::duckdb_is_null_value(v) {
+        ffi::duckdb_destroy_value(&mut v);
+        return None;
+    }
+    Some(v)
+}
+
+/// Reads `as_of`/`since`: an integer is a tx entid, anything else (TIMESTAMPTZ, TIMESTAMP, DATE, VARCHAR) is
+/// an instant, passed to the planner as timestamp text.
+unsafe fn time_bound(info: ffi::duckdb_bind_info, name: &CStr) -> Option<TimeBound> {
+    let mut v = named(info, name)?;
+    let ty = ffi::duckdb_get_value_type(v);
+    let id = ffi::duckdb_get_type_id(ty);
+    let bound = match id {
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT => TimeBound::Tx(ffi::duckdb_get_int64(v)),
+        _ => TimeBound::Instant(value_text(v)),
+    };
+    ffi::duckdb_destroy_value(&mut v);
+    Some(bound)
+}
+
+unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
+    let extra = &*(ffi::duckdb_bind_get_extra_info(info) as *const Extra);
+    let n = ffi::duckdb_bind_get_parameter_count(info);
+    let mut params = Vec::new();
+    for i in 0..n {
+        let mut v = ffi::duckdb_bind_get_parameter(info, i);
+        let text = if ffi::duckdb_is_null_value(v) { None } else { Some(value_text(v)) };
+        ffi::duckdb_destroy_value(&mut v);
+        params.push(text);
+    }
+    let query = params.first().cloned().flatten().ok_or("the query is NULL")?;
+    let inputs = match named(info, c"inputs") {
+        Some(mut v) => {
+            let s = value_text(v);
+            ffi::duckdb_destroy_value(&mut v);
+            Some(s)
+        }
+        None => None,
+    };
+    let store_name = match named(info, c"store") {
+        Some(mut v) => {
+            let s = value_text(v);
+            ffi::duckdb_destroy_value(&mut v);
+            s
+        }
+        None => DEFAULT_STORE.to_string(),
+    };
+    let history = match named(info, c"history") {
+        Some(mut v) => {
+            let b = ffi::duckdb_get_bool(v);
+            ffi::duckdb_destroy_value(&mut v);
+            b
+        }
+        None => false,
+    };
+    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
+    let store_name = StoreName::parse(&store_name)?;
+    let schema = {
+        let conn = extra.instance.pool.get()?;
+        extra.instance.stores.open(&conn, &store_name, false).map_err(|e| e.to_string())?.schema()
+    };
+    let compiled =
+        planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
+    let sql = match extra.mode {
+        Mode::Query => compiled.sql.clone(),
+        Mode::Explain => format!("EXPLAIN {}", compiled.sql),
+    };
+    let conn = extra.instance.raw.get()?;
+    let raw = conn.conn.as_ref().map(|c| c.0).ok_or("no connection")?;
+    let csql = CString::new(sql).map_err(|_| "the compiled SQL has a NUL byte")?;
+    let mut prepared: ffi::duckdb_prepared_statement = std::ptr::null_mut();
+    if ffi::duckdb_prepare(raw, csql.as_ptr(), &mut prepared) != ffi::DuckDBSuccess {
+        let msg = CStr::from_ptr(ffi::duckdb_prepare_error(prepared)).to_string_lossy().into_owned();
+        ffi::duckdb_destroy_prepare(&mut prepared);
+        return Err(format!("mentat: DuckDB rejected the compiled statement: {msg}"));
+    }
+    let mut bound = Bound { prepared, columns: 0, _conn: conn };
+    let columns = ffi::duckdb_prepared_statement_column_count(prepared) as usize;
+    for i in 0..columns {
+        let mut ty = ffi::duckdb_prepared_statement_column_logical_type(prepared, i as u64);
+        let name = match (extra.mode, compiled.columns.get(i)) {
+            (Mode::Query, Some(c)) => c.name.clone(),
+            _ => CStr::from_ptr(ffi::duckdb_prepared_statement_column_name(prepared, i as u64))
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let cname = CString::new(name).unwrap_or_default();
+        ffi::duckdb_bind_add_result_column(info, cname.as_ptr(), ty);
+        ffi::duckdb_destroy_logical_type(&mut ty);
+    }
+    bound.columns = columns;
+    Ok(bound)
+}
+
+unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
+    match std::panic::catch_unwind(|| unsafe { bind_inner(info) }) {
+        Ok(Ok(bound)) => {
+            ffi::duckdb_bind_set_bind_data(info, Box::into_raw(Box::new(bound)) as *mut c_void, Some(drop_box::<Bound>))
+        }
+        Ok(Err(e)) => bind_error(info, &e),
+        Err(_) => bind_error(info, "mentat panicked while compiling the query"),
+    }
+}
+
+unsafe fn bind_error(info: ffi::duckdb_bind_info, msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    ffi::duckdb_bind_set_error(info, c.as_ptr());
+}
+
+unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
+    let bound = &*(ffi::duckdb_init_get_bind_data(info) as *const Bound);
+    let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
+    if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
+        let msg = CStr::from_ptr(ffi::duckdb_result_error(&mut *result)).to_string_lossy().into_owned();
+        ffi::duckdb_destroy_result(&mut *result);
+        let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+        ffi::duckdb_init_set_error(info, c.as_ptr());
+        return;
+    }
+    let state = Streaming { result: Some(result) };
+    ffi::duckdb_init_set_init_data(info, Box::into_raw(Box::new(state)) as *mut c_void, Some(drop_box::<Streaming>));
+}
+
+unsafe extern "C" fn function(info: ffi::duckdb_function_info, output: ffi::duckdb_data_chunk) {
+    let bound = &*(ffi::duckdb_function_get_bind_data(info) as *const Bound);
+    let state = &mut *(ffi::duckdb_function_get_init_data(info) as *mut Streaming);
+    let Some(result) = state.result.as_mut() else {
+        ffi::duckdb_data_chunk_set_size(output, 0);
+        return;
+    };
+    let mut chunk = ffi::duckdb_fetch_chunk(**result);
+    if chunk.is_null() {
+        if let Some(err) = result_error(result) {
+            let c = CString::new(err.replace('\0', " ")).unwrap_or_default();
+            ffi::duckdb_function_set_error(info, c.as_ptr());
+        }
+        ffi::duckdb_data_chunk_set_size(output, 0);
+        return;
+    }
+    let size = ffi::duckdb_data_chunk_get_size(chunk);
+    let columns = bound.columns.min(ffi::duckdb_data_chunk_get_column_count(chunk) as usize);
+    for i in 0..columns {
+        let from = ffi::duckdb_data_chunk_get_vector(chunk, i as u64);
+        let to = ffi::duckdb_data_chunk_get_vector(output, i as u64);
+        ffi::duckdb_vector_reference_vector(to, from);
+    }
+    ffi::duckdb_data_chunk_set_size(output, size);
+    ffi::duckdb_destroy_data_chunk(&mut chunk);
+}
+
+unsafe fn result_error(result: &mut ffi::duckdb_result) -> Option<String> {
+    let p = ffi::duckdb_result_error(result);
+    if p.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+unsafe extern "C" fn drop_box<T>(p: *mut c_void) {
+    if !p.is_null() {
+        drop(Box::from_raw(p as *mut T));
+    }
+}
+
+/// Registers the table function `name`.
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point.
+unsafe fn register_one(
+    con: ffi::duckdb_connection,
+    name: &CStr,
+    instance: &Arc<Instance>,
+    mode: Mode,
+) -> Result<(), String> {
+    let mut tf = ffi::duckdb_create_table_function();
+    ffi::duckdb_table_function_set_name(tf, name.as_ptr());
+    let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
+    let mut any = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY);
+    let mut boolean = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN);
+    ffi::duckdb_table_function_add_parameter(tf, varchar);
+    ffi::duckdb_table_function_add_named_parameter(tf, c"inputs".as_ptr(), varchar);
+    ffi::duckdb_table_function_add_named_parameter(tf, c"store".as_ptr(), varchar);
+    ffi::duckdb_table_function_add_named_parameter(tf, c"as_of".as_ptr(), any);
+    ffi::duckdb_table_function_add_named_parameter(tf, c"since".as_ptr(), any);
+    ffi::duckdb_table_function_add_named_parameter(tf, c"history".as_ptr(), boolean);
+    ffi::duckdb_destroy_logical_type(&mut varchar);
+    ffi::duckdb_destroy_logical_type(&mut any);
+    ffi::duckdb_destroy_logical_type(&mut boolean);
+    let extra = Box::new(Extra { instance: instance.clone(), mode });
+    ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(extra) as *mut c_void, Some(drop_box::<Extra>));
+    ffi::duckdb_table_function_set_bind(tf, Some(bind));
+    ffi::duckdb_table_function_set_init(tf, Some(init));
+    ffi::duckdb_table_function_set_function(tf, Some(function));
+    let rc = ffi::duckdb_register_table_function(con, tf);
+    ffi::duckdb_destroy_table_function(&mut tf);
+    if rc != ffi::DuckDBSuccess {
+        return Err(format!("could not register {}", name.to_string_lossy()));
+    }
+    Ok(())
+}
+
+/// Registers `mentat_q` and `mentat_explain`: `(query VARCHAR, inputs := VARCHAR, store := VARCHAR, as_of := ANY,
+/// since := ANY, history := BOOLEAN)`. The inputs are a named parameter because DuckDB keeps only the first of
+/// several table functions of one name registered through the C API, so a positional optional argument cannot
+/// be expressed.
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point.
+pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
+    for (name, mode) in [(c"mentat_q", Mode::Query), (c"mentat_explain", Mode::Explain)] {
+        register_one(con, name, instance, mode)?;
+    }
+    Ok(())
+}
