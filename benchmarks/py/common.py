@@ -22,3 +22,18 @@ def datom_count(con, store="mentat", all_attrs=False):
     if not all_attrs:
         tables = [t for t in tables if int(t[4:]) >= 100]
     return sum(con.execute(f'SELECT count(*) FROM "{store}"."{t}"').fetchall()[0][0] for t in tables)
+
+
+def load_store(con, data, store="mentat"):
+    """Loads `mentat-gen` output (schema.edn, tx/*.edn) through mentat_transact unless the store exists.
+    Returns the number of transactions run."""
+    data = pathlib.Path(data)
+    exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'partitions'",
+                         [store]).fetchall()[0][0]
+    if exists:
+        return 0
+    con.execute("SELECT * FROM mentat_transact(?, store := ?)", [(data / "schema.edn").read_text(), store]).fetchall()
+    files = sorted((data / "tx").glob("*.edn"))
+    for f in files:
+        con.execute("SELECT * FROM mentat_transact(?, store := ?)", [f.read_text(), store]).fetchall()
+    return len(files)

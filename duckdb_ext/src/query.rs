@@ -18,10 +18,45 @@ pub struct RawPool {
     available: Condvar,
 }
 
-struct RawConn(ffi::duckdb_connection);
-// SAFETY: a DuckDB connection may be used from any thread, one thread at a time; the pool hands each to one
-// borrower at a time.
+/// Prepared statements kept per connection, so that a query asked again skips DuckDB's parse and plan.
+const STATEMENT_CACHE: usize = 128;
+
+struct RawConn {
+    conn: ffi::duckdb_connection,
+    /// SQL text -> prepared statement on `conn`, with a use counter for eviction.
+    cache: std::collections::HashMap<String, (ffi::duckdb_prepared_statement, u64)>,
+    uses: u64,
+}
+// SAFETY: a DuckDB connection and its prepared statements may be used from any thread, one thread at a time;
+// the pool hands each connection to one borrower at a time.
 unsafe impl Send for RawConn {}
+
+impl RawConn {
+    /// The prepared statement for `sql`, from the cache or newly prepared. Errors with DuckDB's message.
+    unsafe fn prepare(&mut self, sql: &str) -> Result<ffi::duckdb_prepared_statement, String> {
+        self.uses += 1;
+        if let Some(entry) = self.cache.get_mut(sql) {
+            entry.1 = self.uses;
+            return Ok(entry.0);
+        }
+        let csql = CString::new(sql).map_err(|_| "the compiled SQL has a NUL byte")?;
+        let mut prepared: ffi::duckdb_prepared_statement = std::ptr::null_mut();
+        if ffi::duckdb_prepare(self.conn, csql.as_ptr(), &mut prepared) != ffi::DuckDBSuccess {
+            let msg = CStr::from_ptr(ffi::duckdb_prepare_error(prepared)).to_string_lossy().into_owned();
+            ffi::duckdb_destroy_prepare(&mut prepared);
+            return Err(format!("mentat: DuckDB rejected the compiled statement: {msg}"));
+        }
+        if self.cache.len() >= STATEMENT_CACHE {
+            if let Some(oldest) = self.cache.iter().min_by_key(|(_, v)| v.1).map(|(k, _)| k.clone()) {
+                if let Some((mut old, _)) = self.cache.remove(&oldest) {
+                    ffi::duckdb_destroy_prepare(&mut old);
+                }
+            }
+        }
+        self.cache.insert(sql.to_string(), (prepared, self.uses));
+        Ok(prepared)
+    }
+}
 
 impl RawPool {
     /// Opens `size` connections to `db`. Must run inside the extension's entry point.
@@ -35,7 +70,7 @@ impl RawPool {
             if ffi::duckdb_connect(db, &mut c) != ffi::DuckDBSuccess {
                 return Err("mentat could not open a connection to the database".into());
             }
-            free.push(RawConn(c));
+            free.push(RawConn { conn: c, cache: Default::default(), uses: 0 });
         }
         Ok(RawPool { free: Mutex::new(free), available: Condvar::new() })
     }
@@ -84,18 +119,12 @@ struct Extra {
     mode: Mode,
 }
 
-/// Bind data: the borrowed connection and the prepared statement, held until DuckDB drops the bind data.
+/// Bind data: the borrowed connection and its (cached) prepared statement, held until DuckDB drops the bind
+/// data; the statement stays in the connection's cache.
 struct Bound {
     prepared: ffi::duckdb_prepared_statement,
     columns: usize,
     _conn: Borrowed,
-}
-
-impl Drop for Bound {
-    fn drop(&mut self) {
-        // SAFETY: `prepared` came from duckdb_prepare and is destroyed once, before its connection returns.
-        unsafe { ffi::duckdb_destroy_prepare(&mut self.prepared) };
-    }
 }
 
 struct Streaming {
@@ -201,15 +230,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         Mode::Query => compiled.sql.clone(),
         Mode::Explain => format!("EXPLAIN {}", compiled.sql),
     };
-    let conn = extra.instance.raw.get()?;
-    let raw = conn.conn.as_ref().map(|c| c.0).ok_or("no connection")?;
-    let csql = CString::new(sql).map_err(|_| "the compiled SQL has a NUL byte")?;
-    let mut prepared: ffi::duckdb_prepared_statement = std::ptr::null_mut();
-    if ffi::duckdb_prepare(raw, csql.as_ptr(), &mut prepared) != ffi::DuckDBSuccess {
-        let msg = CStr::from_ptr(ffi::duckdb_prepare_error(prepared)).to_string_lossy().into_owned();
-        ffi::duckdb_destroy_prepare(&mut prepared);
-        return Err(format!("mentat: DuckDB rejected the compiled statement: {msg}"));
-    }
+    let mut conn = extra.instance.raw.get()?;
+    let prepared = conn.conn.as_mut().ok_or("no connection")?.prepare(&sql)?;
     let mut bound = Bound { prepared, columns: 0, _conn: conn };
     let columns = ffi::duckdb_prepared_statement_column_count(prepared) as usize;
     for i in 0..columns {
