@@ -266,6 +266,12 @@ unsafe fn bind_error(info: ffi::duckdb_bind_info, msg: &str) {
 }
 
 unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
+    if std::panic::catch_unwind(|| unsafe { init_inner(info) }).is_err() {
+        ffi::duckdb_init_set_error(info, c"mentat panicked while starting the query".as_ptr());
+    }
+}
+
+unsafe fn init_inner(info: ffi::duckdb_init_info) {
     let bound = &*(ffi::duckdb_init_get_bind_data(info) as *const Bound);
     let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
     if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
@@ -280,6 +286,12 @@ unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
 }
 
 unsafe extern "C" fn function(info: ffi::duckdb_function_info, output: ffi::duckdb_data_chunk) {
+    if std::panic::catch_unwind(|| unsafe { function_inner(info, output) }).is_err() {
+        ffi::duckdb_function_set_error(info, c"mentat panicked while streaming the answer".as_ptr());
+    }
+}
+
+unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_data_chunk) {
     let bound = &*(ffi::duckdb_function_get_bind_data(info) as *const Bound);
     let state = &mut *(ffi::duckdb_function_get_init_data(info) as *mut Streaming);
     let Some(result) = state.result.as_mut() else {
