@@ -28,8 +28,8 @@ pub enum StorageError {
     #[error("tempid {tempid} upserts to two entities, {first} and {second}")]
     UpsertConflict { tempid: String, first: i64, second: i64 },
     /// A `:db/unique` value asserted for a second entity.
-    #[error("unique conflict: {attribute} {value} is already held by entity {holder}, asserted for entity {entity}")]
-    UniqueConflict { attribute: String, value: String, holder: i64, entity: i64 },
+    #[error("unique conflict: {attribute} {value} is already held by entity {holder}, asserted for entity {entity} in {form}")]
+    UniqueConflict { attribute: String, value: String, holder: i64, entity: i64, form: String },
     /// A transaction that contradicts itself (two values for a cardinality-one attribute, add and retract of one datom).
     #[error("conflicting datoms in one transaction: {0}")]
     Conflict(String),

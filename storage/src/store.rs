@@ -52,6 +52,22 @@ impl Store {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The state as the database holds it now, read inside the caller's open transaction. The cache is right
+    /// unless another DuckDB instance wrote the store since it was read (the file was detached, written by
+    /// another process and attached again): then the partition marks differ, and the whole state is read again
+    /// and cached. One small query on the partitions table.
+    pub fn refresh(&self, conn: &Connection) -> Result<StoreState> {
+        let cached = self.state();
+        let mut parts = cached.parts;
+        read_partitions(conn, &self.name, &mut parts)?;
+        if parts == cached.parts {
+            return Ok(cached);
+        }
+        let state = load_state(conn, &self.name)?;
+        self.set_state(state.clone());
+        Ok(state)
+    }
+
     /// Replaces the cached state after a commit.
     pub fn set_state(&self, s: StoreState) {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
@@ -122,11 +138,7 @@ pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
 
 /// The ART index on the value column of an attribute's current-state table.
 pub fn index_ddl(store: &StoreName, aid: Entid) -> String {
-    format!(
-        "CREATE INDEX IF NOT EXISTS {} ON {} (v)",
-        layout::quote_ident(&format!("cur_{aid}_v")),
-        store.current(aid)
-    )
+    format!("CREATE INDEX IF NOT EXISTS {} ON {} (v)", layout::quote_ident(&format!("cur_{aid}_v")), store.current(aid))
 }
 
 /// Drops the value index of an attribute.
@@ -235,9 +247,24 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
             schema.add_attribute(a);
         }
     }
-    let mut parts =
-        Partitions { next_db: layout::PART_DB_USER_START, next_user: layout::PART_USER_START, next_tx: 0, last_tx_instant: 0 };
-    let mut st = conn.prepare(&format!("SELECT ident, next FROM {}", name.table("partitions")))?;
+    let mut parts = Partitions {
+        next_db: layout::PART_DB_USER_START,
+        next_user: layout::PART_USER_START,
+        next_tx: 0,
+        last_tx_instant: 0,
+    };
+    read_partitions(conn, name, &mut parts)?;
+    parts.last_tx_instant = conn.query_row(
+        &format!("SELECT coalesce(max(epoch_us(v)), 0) FROM {} WHERE e = ?", name.current(layout::DB_TX_INSTANT)),
+        [parts.next_tx - 1],
+        |r| r.get(0),
+    )?;
+    Ok(StoreState { schema: Arc::new(schema), parts })
+}
+
+/// Reads the partition marks (not `last_tx_instant`) of a store into `parts`.
+fn read_partitions(conn: &Connection, name: &StoreName, parts: &mut Partitions) -> Result<()> {
+    let mut st = conn.prepare_cached(&format!("SELECT ident, next FROM {}", name.table("partitions")))?;
     let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
     for row in rows {
         let (ident, next) = row?;
@@ -248,12 +275,7 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
             _ => {}
         }
     }
-    parts.last_tx_instant = conn.query_row(
-        &format!("SELECT coalesce(max(epoch_us(v)), 0) FROM {} WHERE e = ?", name.current(layout::DB_TX_INSTANT)),
-        [parts.next_tx - 1],
-        |r| r.get(0),
-    )?;
-    Ok(StoreState { schema: Arc::new(schema), parts })
+    Ok(())
 }
 
 /// Builds an attribute from its schema datoms (values as text: entids of refs, `true`/`false`, doc text).

@@ -12,7 +12,7 @@
 use crate::error::{Result, StorageError};
 use crate::stage::{self, from_store, read_val, to_store, KEYS, STAGE};
 use crate::store::{self, Partitions, Store, StoreState};
-use crate::txparse::{parse_tx, EntityPlace, TempId, Term, ValuePlace};
+use crate::txparse::{parse_edn, parse_forms, EntityPlace, TempId, Term, ValuePlace};
 use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::{self, StoreName};
@@ -40,18 +40,24 @@ pub struct TxReport {
 /// lock). Errors: [`StorageError`] naming the offending form or datom.
 pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport> {
     let _writer = store.lock_writer();
-    let state = store.state();
-    let terms = parse_tx(edn, &state.schema)?;
+    let forms = parse_edn(edn)?;
     stage::ensure_tables(conn)?;
     conn.execute_batch("BEGIN TRANSACTION")?;
-    let mut tx = Tx::new(conn, &store.name, &state);
-    match tx.run(terms) {
-        Ok(report) => {
+    let run = || -> Result<(TxReport, StoreState)> {
+        // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
+        let state = store.refresh(conn)?;
+        let terms = parse_forms(&forms, &state.schema)?;
+        let mut tx = Tx::new(conn, &store.name, &state);
+        let report = tx.run(terms)?;
+        Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }))
+    };
+    match run() {
+        Ok((report, state)) => {
             if let Err(e) = conn.execute_batch("COMMIT") {
                 let _ = conn.execute_batch("ROLLBACK");
                 return Err(e.into());
             }
-            store.set_state(StoreState { schema: Arc::new(tx.schema), parts: tx.parts });
+            store.set_state(state);
             Ok(report)
         }
         Err(e) => {
@@ -138,10 +144,10 @@ impl<'a> Tx<'a> {
         retracts.extend(self.expand_retract_attributes(&retract_attrs)?);
         let mut adds = dedupe(adds);
         let mut retracts = dedupe(retracts);
-        check_internal_conflicts(&self.before, &adds, &retracts)?;
+        check_internal_conflicts(&self.before, &adds, &retracts, &|d, added| self.form_of(&terms, d, added))?;
         self.against_current_state(&mut adds, &mut retracts)?;
-        self.check_unique(&adds, &retracts)?;
-        self.apply_schema_changes(&adds, &retracts)?;
+        self.check_unique(&terms, &adds, &retracts)?;
+        self.apply_schema_changes(&terms, &adds, &retracts)?;
         let tx_instant = self.tx_instant(explicit_instant)?;
         adds.push((self.tx, layout::DB_TX_INSTANT, Val::Instant(tx_instant)));
         self.write(&adds, &retracts)?;
@@ -166,11 +172,8 @@ impl<'a> Tx<'a> {
         }
         let t = self.attr(aid).value_type;
         stage::fill(self.conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false)))?;
-        let sql = format!(
-            "SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}",
-            self.store.current(aid),
-            to_store(t, "k")
-        );
+        let sql =
+            format!("SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}", self.store.current(aid), to_store(t, "k"));
         let mut st = self.conn.prepare(&sql)?;
         let found: Vec<(i64, Entid)> =
             st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<std::result::Result<_, _>>()?;
@@ -210,7 +213,7 @@ impl<'a> Tx<'a> {
             }
         }
         for (a, mut values) in wanted {
-            values.sort_by(|x, y| x.to_string().cmp(&y.to_string()));
+            values.sort_by_key(|x| x.to_string());
             values.dedup();
             self.find_by_values(a, &values)?;
         }
@@ -340,6 +343,43 @@ impl<'a> Tx<'a> {
             self.tempids.insert(root.clone(), e);
             self.tempids.insert(t, e);
         }
+    }
+
+    /// The text of the first form that states datom `d` (asserted when `added`), for error messages. Only called
+    /// on the error path, so the successful path keeps no per-datom record of forms.
+    fn form_of(&self, terms: &[Term], d: &Eav, added: bool) -> Option<String> {
+        let is = |e: &EntityPlace| self.try_entity(e) == Some(d.0);
+        let val = |v: &ValuePlace| match v {
+            ValuePlace::Scalar(s) => Some(s.clone()),
+            ValuePlace::Entity(p) => self.try_entity(p).map(Val::Ref),
+        };
+        terms.iter().find_map(|t| {
+            let hit = match t {
+                Term::Add { e, a, v, .. } if added => *a == d.1 && is(e) && val(v).as_ref() == Some(&d.2),
+                Term::Cas { e, a, new, .. } if added => *a == d.1 && is(e) && val(new).as_ref() == Some(&d.2),
+                Term::Retract { e, a, v, .. } if !added => *a == d.1 && is(e) && val(v).as_ref() == Some(&d.2),
+                Term::RetractAttribute { e, a, .. } if !added => *a == d.1 && is(e),
+                Term::RetractEntity { e, .. } if !added => {
+                    is(e) || self.try_entity(e).is_some_and(|x| d.2 == Val::Ref(x))
+                }
+                _ => false,
+            };
+            hit.then(|| term_form(t).to_string())
+        })
+    }
+
+    /// The first form that asserts or retracts a schema datom (`:db/ident` .. `:db/doc`) about entity `e`.
+    fn schema_form_of(&self, terms: &[Term], e: Entid) -> String {
+        terms
+            .iter()
+            .find(|t| match t {
+                Term::Add { e: p, a, .. } | Term::Retract { e: p, a, .. } | Term::RetractAttribute { e: p, a, .. } => {
+                    is_schema_attr(*a) && self.try_entity(p) == Some(e)
+                }
+                Term::Cas { e: p, a, .. } => is_schema_attr(*a) && self.try_entity(p) == Some(e),
+                Term::RetractEntity { e: p, .. } => self.try_entity(p) == Some(e),
+            })
+            .map_or_else(|| "the transaction".to_string(), |t| term_form(t).to_string())
     }
 
     fn try_entity(&self, p: &EntityPlace) -> Option<Entid> {
@@ -496,7 +536,7 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    fn check_unique(&mut self, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+    fn check_unique(&mut self, terms: &[Term], adds: &[Eav], retracts: &[Eav]) -> Result<()> {
         let mut by_attr: BTreeMap<Entid, Vec<(Entid, Val)>> = BTreeMap::new();
         for (e, a, v) in adds {
             if self.attr(*a).unique.is_some() {
@@ -515,6 +555,7 @@ impl<'a> Tx<'a> {
                             value: v.to_string(),
                             holder: first,
                             entity: *e,
+                            form: self.form_of(terms, &(*e, a, v.clone()), true).unwrap_or_default(),
                         });
                     }
                 }
@@ -529,6 +570,7 @@ impl<'a> Tx<'a> {
                             value: v.to_string(),
                             holder: *holder,
                             entity: *e,
+                            form: self.form_of(terms, &(*e, a, v.clone()), true).unwrap_or_default(),
                         });
                     }
                 }
@@ -539,8 +581,7 @@ impl<'a> Tx<'a> {
 
     /// Applies datoms about idents and attributes to the schema, checking Mentat's alteration rules, and issues
     /// the DDL for new attributes and index changes inside the running transaction.
-    fn apply_schema_changes(&mut self, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
-        let is_schema_attr = |a: Entid| (layout::DB_IDENT..=layout::DB_DOC).contains(&a);
+    fn apply_schema_changes(&mut self, terms: &[Term], adds: &[Eav], retracts: &[Eav]) -> Result<()> {
         let touched: BTreeSet<Entid> =
             adds.iter().chain(retracts.iter()).filter(|d| is_schema_attr(d.1)).map(|d| d.0).collect();
         if touched.is_empty() {
@@ -579,7 +620,11 @@ impl<'a> Tx<'a> {
             let old = self.before.attribute(e).cloned();
             let new = store::attribute_from_props(&self.schema, e, p);
             let name = self.schema.ident(e).map_or_else(|| e.to_string(), str::to_string);
-            let err = |reason: String| StorageError::Schema { attribute: name.clone(), reason };
+            let form = self.schema_form_of(terms, e);
+            let err = |reason: String| StorageError::Schema {
+                attribute: name.clone(),
+                reason: format!("{reason} (in {form})"),
+            };
             match (old, new) {
                 (None, None) => {
                     let partial = [layout::DB_VALUE_TYPE, layout::DB_CARDINALITY, layout::DB_UNIQUE]
@@ -587,7 +632,7 @@ impl<'a> Tx<'a> {
                         .any(|k| p.contains_key(k));
                     if partial {
                         return Err(err(
-                            "an attribute needs :db/ident, :db/valueType and :db/cardinality together".into(),
+                            "an attribute needs :db/ident, :db/valueType and :db/cardinality together".into()
                         ));
                     }
                 }
@@ -626,10 +671,8 @@ impl<'a> Tx<'a> {
         }
         if old.many && !new.many {
             let sql = format!("SELECT e FROM {table} GROUP BY e HAVING count(*) > 1 LIMIT 1");
-            if let Some(e) = self.conn.query_row(&sql, [], |r| r.get::<_, i64>(0)).ok() {
-                return Err(err(&format!(
-                    "cannot become :db.cardinality/one: entity {e} holds more than one value"
-                )));
+            if let Some(e) = optional(self.conn.query_row(&sql, [], |r| r.get::<_, i64>(0)))? {
+                return Err(err(&format!("cannot become :db.cardinality/one: entity {e} holds more than one value")));
             }
         }
         if new.unique.is_some() && old.unique.is_none() {
@@ -637,7 +680,7 @@ impl<'a> Tx<'a> {
                 "SELECT {} FROM {table} GROUP BY v HAVING count(*) > 1 LIMIT 1",
                 from_store(old.value_type, "v")
             );
-            if let Some(v) = self.conn.query_row(&sql, [], |r| read_val(r, 0, old.value_type)).ok() {
+            if let Some(v) = optional(self.conn.query_row(&sql, [], |r| read_val(r, 0, old.value_type)))? {
                 return Err(err(&format!("cannot become :db/unique: value {v} is held by more than one entity")));
             }
         }
@@ -701,6 +744,31 @@ impl<'a> Tx<'a> {
     }
 }
 
+/// A single-row query's row, or None when it returned no row.
+fn optional<T>(r: duckdb::Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(duckdb::Error::QueryReturnedNoRows) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Attributes whose datoms describe idents and attributes (`:db/ident` .. `:db/doc`).
+fn is_schema_attr(a: Entid) -> bool {
+    (layout::DB_IDENT..=layout::DB_DOC).contains(&a)
+}
+
+/// The EDN text of the top-level form a term came from.
+fn term_form(t: &Term) -> &str {
+    match t {
+        Term::Add { form, .. }
+        | Term::Retract { form, .. }
+        | Term::RetractAttribute { form, .. }
+        | Term::RetractEntity { form, .. }
+        | Term::Cas { form, .. } => form,
+    }
+}
+
 /// The schema datoms of an installed attribute, as the text `attribute_from_props` reads.
 fn attribute_props(a: &Attribute) -> HashMap<Entid, String> {
     let mut p = HashMap::new();
@@ -734,20 +802,36 @@ fn dedupe(v: Vec<Eav>) -> Vec<Eav> {
 }
 
 /// A transaction may not both add and retract one datom, nor give one entity two values of a
-/// cardinality-one attribute.
-pub fn check_internal_conflicts(schema: &Schema, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+/// cardinality-one attribute. `form_of(datom, added)` names the form that stated a datom, for the message.
+pub fn check_internal_conflicts(
+    schema: &Schema,
+    adds: &[Eav],
+    retracts: &[Eav],
+    form_of: &dyn Fn(&Eav, bool) -> Option<String>,
+) -> Result<()> {
     let retracted: HashSet<&Eav> = retracts.iter().collect();
     let mut one: HashMap<(Entid, Entid), &Val> = HashMap::new();
+    let name = |d: &Eav, added: bool| form_of(d, added).map_or_else(String::new, |f| format!(" in {f}"));
     for d in adds {
         let ident = schema.ident(d.1).unwrap_or("?");
         if retracted.contains(d) {
-            return Err(StorageError::Conflict(format!("[{} {ident} {}] is both added and retracted", d.0, d.2)));
+            return Err(StorageError::Conflict(format!(
+                "[{} {ident} {}] is both added{} and retracted{}",
+                d.0,
+                d.2,
+                name(d, true),
+                name(d, false)
+            )));
         }
         if schema.attribute(d.1).is_some_and(|a| !a.many) {
             if let Some(prev) = one.insert((d.0, d.1), &d.2) {
+                let first = (d.0, d.1, prev.clone());
                 return Err(StorageError::Conflict(format!(
-                    "entity {} gets two values of cardinality-one {ident}: {prev} and {}",
-                    d.0, d.2
+                    "entity {} gets two values of cardinality-one {ident}: {prev}{} and {}{}",
+                    d.0,
+                    name(&first, true),
+                    d.2,
+                    name(d, true)
                 )));
             }
         }
@@ -765,10 +849,13 @@ mod tests {
         let doc = layout::DB_DOC;
         let a = (100, doc, Val::Str("x".into()));
         let b = (100, doc, Val::Str("y".into()));
-        assert!(check_internal_conflicts(&s, &[a.clone()], &[a.clone()]).unwrap_err().to_string().contains("both added and retracted"));
-        let e = check_internal_conflicts(&s, &[a.clone(), b], &[]).unwrap_err();
+        assert!(check_internal_conflicts(&s, std::slice::from_ref(&a), std::slice::from_ref(&a), &|_, _| None)
+            .unwrap_err()
+            .to_string()
+            .contains("both added and retracted"));
+        let e = check_internal_conflicts(&s, &[a.clone(), b], &[], &|_, _| None).unwrap_err();
         assert!(e.to_string().contains("two values of cardinality-one :db/doc"), "{e}");
-        assert!(check_internal_conflicts(&s, &[a.clone()], &[]).is_ok());
+        assert!(check_internal_conflicts(&s, std::slice::from_ref(&a), &[], &|_, _| None).is_ok());
         assert_eq!(dedupe(vec![a.clone(), a.clone()]).len(), 1);
     }
 }

@@ -153,10 +153,17 @@ impl<'s> TermBuilder<'s> {
                 self.terms.push(Term::Cas { e, a: a.entid, old, new, form: form.to_string() });
                 Ok(())
             }
-            (":db/add" | ":db/retract" | ":db/retractEntity" | ":db.fn/retractEntity" | ":db/cas" | ":db.fn/cas"
-            | ":db.fn/retractAttribute" | ":db/retractAttribute", n) => {
-                Err(bad(&format!("wrong number of elements ({n}) for {op}")))
-            }
+            (
+                ":db/add"
+                | ":db/retract"
+                | ":db/retractEntity"
+                | ":db.fn/retractEntity"
+                | ":db/cas"
+                | ":db.fn/cas"
+                | ":db.fn/retractAttribute"
+                | ":db/retractAttribute",
+                n,
+            ) => Err(bad(&format!("wrong number of elements ({n}) for {op}"))),
             _ => Err(bad(&format!("unknown operation {op}"))),
         }
     }
@@ -356,9 +363,13 @@ fn reverse_of(k: &Keyword) -> Option<String> {
 
 /// Parses a whole transaction into terms.
 pub fn parse_tx(text: &str, schema: &Schema) -> Result<Vec<Term>> {
-    let forms = parse_edn(text)?;
+    parse_forms(&parse_edn(text)?, schema)
+}
+
+/// Turns the top-level forms of a transaction into terms.
+pub fn parse_forms(forms: &[Edn], schema: &Schema) -> Result<Vec<Term>> {
     let mut b = TermBuilder::new(schema);
-    for f in &forms {
+    for f in forms {
         b.add_form(f)?;
     }
     Ok(b.terms)
@@ -402,7 +413,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.len(), 6);
-        assert!(matches!(&t[0], Term::Add { e: EntityPlace::TempId(TempId::User(u)), a: 101, v: ValuePlace::Scalar(Val::Str(n)), .. } if u == "u" && n == "Ann"));
+        assert!(
+            matches!(&t[0], Term::Add { e: EntityPlace::TempId(TempId::User(u)), a: 101, v: ValuePlace::Scalar(Val::Str(n)), .. } if u == "u" && n == "Ann")
+        );
         assert!(matches!(&t[1], Term::Add { e: EntityPlace::LookupRef(100, Val::Str(v)), .. } if v == "a@b.c"));
         assert!(matches!(&t[2], Term::Add { e: EntityPlace::LookupRef(100, _), .. }));
         assert!(matches!(&t[3], Term::Retract { e: EntityPlace::Entid(65536), .. }));

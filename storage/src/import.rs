@@ -1,0 +1,625 @@
+//! Set-based bulk import: every row of an SQL query becomes one entity, in one transaction.
+//!
+//! The columns of the source query are named by attribute idents (`SELECT carrier AS ":airline/code" ...`);
+//! NULL means "no datom". The whole import is a handful of SQL statements, never a loop over rows:
+//!
+//! 1. **stage**: the source is materialized once into a connection-local temporary table; its `rowid`
+//!    (dense, `0..n`) numbers the rows.
+//! 2. **check types**: one scan over the columns whose DuckDB type differs from the attribute's column type
+//!    finds the first value that does not cast (or that a cast would change, such as `1.5` for a long).
+//! 3. **resolve refs**: a ref column named in `refs` holds values of the target's unique attribute; they
+//!    resolve like lookup refs by a join against `cur_<target>`. Missing targets are an error naming the
+//!    value, or (with [`MissingRefs::Create`]) new entities that get only their identity datom.
+//! 4. **upsert**: a row whose `:db.unique/identity` value some entity already has is that entity; the other
+//!    rows get new entids, `next_user + rowid` (or a dense numbering when some rows upserted).
+//! 5. **write**: one `INSERT INTO cur_<aid> ... SELECT` and one into `hist_<aid>` per column. For upserted
+//!    entities, values they already have are skipped and a cardinality-one attribute's old value is
+//!    retracted (deleted from current state, recorded in history).
+//!
+//! Everything runs in one DuckDB transaction on the caller's connection under the store's writer lock, with one
+//! transaction entity and its `:db/txInstant` datom; on any error the store is unchanged.
+//!
+//! The source runs on the connection given (in the extension: one of mentat's own), so it can read tables,
+//! views and files of the database, but not the temporary tables of another connection.
+
+use crate::error::{Result, StorageError};
+use crate::store::{Store, StoreState};
+use duckdb::Connection;
+use edn_format::Value as Edn;
+use planner::layout::{self, quote_ident, StoreName};
+use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use std::collections::BTreeMap;
+
+/// The staged source rows.
+const SRC: &str = "mentat_import_src";
+/// Row number to entid, when some rows upsert to existing entities.
+const ENT: &str = "mentat_import_ent";
+/// Ref target values that no entity has yet.
+const MISSING: &str = "mentat_import_missing";
+/// The existing entities each row's identity values reach, as a list (`olds`) and then as one (`old`).
+const OLDS: &str = "mentat_import_olds";
+const OLD: &str = "mentat_import_old";
+/// The datoms of one column, when they must be compared with current state.
+const DATOMS: &str = "mentat_import_datoms";
+/// Old values of a cardinality-one attribute that an upsert replaces.
+const REPLACED: &str = "mentat_import_replaced";
+
+/// What to do with a ref value whose target entity does not exist.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MissingRefs {
+    /// Fail, naming the column and the value (the default).
+    #[default]
+    Error,
+    /// Create the target entity with only its unique attribute (an upsert of the lookup ref).
+    Create,
+}
+
+impl MissingRefs {
+    /// Parses `'error'` or `'create'` (case-insensitive). Errors with [`StorageError::BadForm`] otherwise.
+    pub fn parse(s: &str) -> Result<MissingRefs> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "error" => Ok(MissingRefs::Error),
+            "create" => Ok(MissingRefs::Create),
+            _ => Err(StorageError::BadForm {
+                form: format!("missing_refs := {}", layout::quote_str(s)),
+                reason: "expected 'error' or 'create'".into(),
+            }),
+        }
+    }
+}
+
+/// Options of [`import`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Ref columns whose values are values of a unique attribute of the target, as (column ident, target
+    /// attribute ident) pairs. A ref column not listed here holds entids.
+    pub refs: Vec<(String, String)>,
+    /// What a ref value without a target does.
+    pub missing_refs: MissingRefs,
+}
+
+impl ImportOptions {
+    /// Reads the `refs` option: an EDN map from ref attribute to the target's unique attribute,
+    /// `{:flight/carrier :airline/code, :flight/dest :airport/faa}`. Errors with [`StorageError::Edn`] on bad
+    /// EDN and [`StorageError::BadForm`] when it is not a map of keywords.
+    pub fn parse_refs(edn: &str) -> Result<Vec<(String, String)>> {
+        let v = edn_format::parse_str(edn).map_err(|e| StorageError::Edn {
+            row: e.row,
+            col: e.col,
+            message: format!("{:?}", e.error),
+        })?;
+        let bad = |reason: &str| StorageError::BadForm { form: edn.to_string(), reason: reason.to_string() };
+        let Edn::Map(m) = v else {
+            return Err(bad("refs := is an EDN map {:ref/attribute :target/unique-attribute ...}"));
+        };
+        let mut out = Vec::new();
+        for (k, v) in m {
+            match (&k, &v) {
+                (Edn::Keyword(a), Edn::Keyword(b)) => out.push((a.to_string(), b.to_string())),
+                _ => return Err(bad("refs := maps keywords to keywords")),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What a committed import reports (the row `mentat_import` returns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportReport {
+    /// The transaction's entid.
+    pub tx: Entid,
+    /// `:db/txInstant`, microseconds since the Unix epoch, UTC.
+    pub tx_instant: i64,
+    /// Source rows, one entity each (new or upserted).
+    pub entities: i64,
+    /// Entids allocated: rows that matched no existing entity plus ref targets created.
+    pub created: i64,
+    /// Datoms asserted plus datoms retracted, including the `:db/txInstant` datom.
+    pub datoms: i64,
+}
+
+/// Imports every row of `source_sql` (a query: `SELECT ...`, `FROM t`, `FROM read_csv(...)`) into `store` as one
+/// entity per row, in one transaction committed before this returns.
+///
+/// Each column is named by an attribute ident of the store's schema and cast to the attribute's type; NULL is
+/// no datom. Errors (the store is unchanged): [`StorageError::UnknownAttribute`] for a column that names no
+/// attribute (or a bootstrap `:db/...` attribute), [`StorageError::WrongType`] naming the column, the first bad
+/// value and its row, [`StorageError::LookupRef`] naming a ref value without a target (unless
+/// [`MissingRefs::Create`]), [`StorageError::Conflict`] for two rows with one identity value,
+/// [`StorageError::UniqueConflict`] for a unique value another entity holds, [`StorageError::UpsertConflict`]
+/// for a row whose identity values reach two entities, [`StorageError::DuckDb`] for a source that fails.
+pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
+    let _writer = store.lock_writer();
+    let state = store.state();
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    let mut job = Import { conn, store: &store.name, schema: &state.schema, parts: state.parts, datoms: 0 };
+    match job.run(source_sql, opts) {
+        Ok(report) => {
+            let t = std::time::Instant::now();
+            let c = conn.execute_batch("COMMIT");
+            if std::env::var("MENTAT_TRACE").is_ok() { eprintln!("{:8.3}s COMMIT", t.elapsed().as_secs_f64()); }
+            if let Err(e) = c {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e.into());
+            }
+            store.set_state(StoreState { schema: state.schema.clone(), parts: job.parts });
+            Ok(report)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// One source column and the attribute it names.
+struct Column<'s> {
+    /// The column name, which is the attribute's ident.
+    name: String,
+    /// Its DuckDB type in the staged table.
+    source_type: String,
+    attr: &'s Attribute,
+    /// For a ref column resolved through a unique attribute: that attribute.
+    target: Option<&'s Attribute>,
+}
+
+impl Column<'_> {
+    fn col(&self) -> String {
+        format!("s.{}", quote_ident(&self.name))
+    }
+
+    /// The type the column's values are cast to: the target attribute's for a resolved ref.
+    fn value_type(&self) -> ValueType {
+        self.target.map_or(self.attr.value_type, |t| t.value_type)
+    }
+
+    /// SQL for the column's value cast to [`Column::value_type`] (with `try`: NULL when it does not cast).
+    fn cast(&self, try_: bool) -> String {
+        cast_sql(&self.col(), &self.source_type, self.value_type(), try_)
+    }
+
+    /// SQL that is true for a non-null value that does not fit the attribute's type.
+    fn bad_value(&self) -> Option<String> {
+        let t = self.value_type();
+        let src = normalize_type(&self.source_type);
+        let (col, tried) = (self.col(), self.cast(true));
+        let extra = match t {
+            ValueType::Ref | ValueType::Long if is_fractional(&src) => format!(" OR {tried} <> {col}"),
+            ValueType::Keyword => format!(" OR NOT starts_with({tried}, ':')"),
+            _ if src == t.sql_type() => return None,
+            _ => String::new(),
+        };
+        Some(format!("({col} IS NOT NULL AND ({tried} IS NULL{extra}))"))
+    }
+
+    /// The joins and the SQL of the stored value, over `SRC s`: a resolved ref joins its target's current
+    /// state (alias `r<k>`, inner or left) and its value is the target's entid.
+    fn value(&self, k: usize, store: &StoreName, left: bool) -> (String, String) {
+        match self.target {
+            Some(t) => {
+                let join = if left { "LEFT JOIN" } else { "JOIN" };
+                (format!(" {join} {} r{k} ON r{k}.v = {}", store.current(t.entid), self.cast(false)), format!("r{k}.e"))
+            }
+            None => (String::new(), self.cast(false)),
+        }
+    }
+}
+
+fn normalize_type(t: &str) -> String {
+    match t.to_ascii_uppercase().as_str() {
+        "TIMESTAMP WITH TIME ZONE" => "TIMESTAMPTZ".into(),
+        "INT64" | "LONG" => "BIGINT".into(),
+        other => other.to_string(),
+    }
+}
+
+fn is_fractional(t: &str) -> bool {
+    t == "DOUBLE" || t == "FLOAT" || t == "REAL" || t.starts_with("DECIMAL")
+}
+
+/// SQL casting `col` (of DuckDB type `source_type`) to the column type of `t`. TIMESTAMP and DATE values become
+/// instants as UTC, whatever the session's time zone.
+fn cast_sql(col: &str, source_type: &str, t: ValueType, try_: bool) -> String {
+    let src = normalize_type(source_type);
+    let cast = if try_ { "TRY_CAST" } else { "CAST" };
+    if src == t.sql_type() {
+        return col.to_string();
+    }
+    if t == ValueType::Instant && (src.starts_with("TIMESTAMP") || src == "DATE") {
+        return format!("make_timestamptz(epoch_us({cast}({col} AS TIMESTAMP)))");
+    }
+    format!("{cast}({col} AS {})", t.sql_type())
+}
+
+struct Import<'a> {
+    conn: &'a Connection,
+    store: &'a StoreName,
+    schema: &'a Schema,
+    parts: crate::store::Partitions,
+    datoms: i64,
+}
+
+impl<'a> Import<'a> {
+    fn exec(&mut self, sql: &str) -> Result<usize> {
+        let t = std::time::Instant::now();
+        let n = self.conn.execute(sql, [])?;
+        if std::env::var("MENTAT_TRACE").is_ok() { eprintln!("{:8.3}s {}", t.elapsed().as_secs_f64(), &sql[..sql.len().min(150)]); }
+        Ok(n)
+    }
+
+    /// Runs a statement that writes datoms and counts them.
+    fn write(&mut self, sql: &str) -> Result<()> {
+        let n = self.exec(sql)?;
+        self.datoms += n as i64;
+        Ok(())
+    }
+
+    fn first_row(&self, sql: &str, n: usize) -> Result<Option<Vec<Option<String>>>> {
+        let mut st = self.conn.prepare(sql)?;
+        let mut rows = st.query([])?;
+        match rows.next()? {
+            Some(r) => Ok(Some((0..n).map(|i| r.get::<_, Option<String>>(i)).collect::<duckdb::Result<_>>()?)),
+            None => Ok(None),
+        }
+    }
+
+    fn run(&mut self, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
+        let tx = self.parts.next_tx;
+        self.parts.next_tx += 1;
+        self.exec(&format!("CREATE OR REPLACE TEMP TABLE {SRC} AS SELECT * FROM ({source_sql})"))?;
+        let (total, end): (i64, i64) = self.conn.query_row(
+            &format!("SELECT count(*), coalesce(max(rowid) + 1, 0) FROM {SRC}"),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if total != end {
+            // rowids are dense (0..n) in a freshly created table; renumber if that ever stops being so.
+            self.conn.execute_batch(&format!(
+                "CREATE OR REPLACE TEMP TABLE {DATOMS} AS SELECT * FROM {SRC} ORDER BY rowid; DROP TABLE {SRC}; \
+                 ALTER TABLE {DATOMS} RENAME TO {SRC}"
+            ))?;
+        }
+        let columns = self.columns(opts)?;
+        self.check_types(&columns)?;
+        let created_refs = self.resolve_refs(&columns, opts, tx)?;
+        let upserted = self.upsert(&columns, total)?;
+        let new_rows = total - upserted;
+        self.check_unique(&columns, upserted > 0)?;
+        let entity = if upserted > 0 {
+            format!(" JOIN {ENT} x ON x.n = s.rowid")
+        } else {
+            String::new()
+        };
+        let e_expr = if upserted > 0 { "x.e".to_string() } else { format!("({} + s.rowid)", self.parts.next_user) };
+        for (k, c) in columns.iter().enumerate() {
+            let (join, v) = c.value(k, self.store, false);
+            let from = format!("{SRC} s{entity}{join} WHERE {} IS NOT NULL", c.col());
+            let (cur, hist) = (self.store.current(c.attr.entid), self.store.history(c.attr.entid));
+            if upserted == 0 {
+                self.exec(&format!("INSERT INTO {cur} SELECT {e_expr}, {v}, {tx} FROM {from}"))?;
+                self.write(&format!("INSERT INTO {hist} SELECT {e_expr}, {v}, {tx}, true FROM {from}"))?;
+                continue;
+            }
+            self.exec(&format!(
+                "CREATE OR REPLACE TEMP TABLE {DATOMS} AS SELECT x.e AS e, {v} AS v, x.existed AS existed FROM {from}"
+            ))?;
+            self.exec(&format!(
+                "DELETE FROM {DATOMS} d USING {cur} c WHERE d.existed AND c.e = d.e AND c.v = d.v"
+            ))?;
+            if !c.attr.many {
+                self.exec(&format!(
+                    "CREATE OR REPLACE TEMP TABLE {REPLACED} AS SELECT c.e, c.v FROM {cur} c \
+                     JOIN {DATOMS} d ON c.e = d.e WHERE d.existed"
+                ))?;
+                self.write(&format!("INSERT INTO {hist} SELECT e, v, {tx}, false FROM {REPLACED}"))?;
+                self.exec(&format!("DELETE FROM {cur} c USING {REPLACED} r WHERE c.e = r.e AND c.v = r.v"))?;
+            }
+            self.exec(&format!("INSERT INTO {cur} SELECT e, v, {tx} FROM {DATOMS}"))?;
+            self.write(&format!("INSERT INTO {hist} SELECT e, v, {tx}, true FROM {DATOMS}"))?;
+        }
+        self.parts.next_user += new_rows;
+        let tx_instant = chrono::Utc::now().timestamp_micros().max(self.parts.last_tx_instant);
+        self.parts.last_tx_instant = tx_instant;
+        let (cur, hist) = (self.store.current(layout::DB_TX_INSTANT), self.store.history(layout::DB_TX_INSTANT));
+        self.exec(&format!("INSERT INTO {cur} VALUES ({tx}, make_timestamptz({tx_instant}::BIGINT), {tx})"))?;
+        self.write(&format!("INSERT INTO {hist} VALUES ({tx}, make_timestamptz({tx_instant}::BIGINT), {tx}, true)"))?;
+        self.exec(&format!(
+            "UPDATE {} SET next = CASE ident WHEN ':db.part/user' THEN {} WHEN ':db.part/tx' THEN {} ELSE next END",
+            self.store.table("partitions"),
+            self.parts.next_user,
+            self.parts.next_tx
+        ))?;
+        self.conn.execute_batch(&format!(
+            "DROP TABLE IF EXISTS {SRC}; DROP TABLE IF EXISTS {ENT}; DROP TABLE IF EXISTS {MISSING}; \
+             DROP TABLE IF EXISTS {DATOMS}; DROP TABLE IF EXISTS {REPLACED}; \
+             DROP TABLE IF EXISTS {OLDS}; DROP TABLE IF EXISTS {OLD}"
+        ))?;
+        Ok(ImportReport { tx, tx_instant, entities: total, created: new_rows + created_refs, datoms: self.datoms })
+    }
+
+    /// The staged columns, each checked to name a user attribute; `refs` checked against them.
+    fn columns(&self, opts: &ImportOptions) -> Result<Vec<Column<'a>>> {
+        let mut st = self.conn.prepare(&format!("DESCRIBE {SRC}"))?;
+        let described: Vec<(String, String)> =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
+        let refs: BTreeMap<&str, &str> = opts.refs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let form = |name: &str| format!("column {} of mentat_import", quote_ident(name));
+        let mut out = Vec::new();
+        for (name, source_type) in described {
+            let attr = self
+                .schema
+                .attribute_by_ident(&name)
+                .filter(|a| a.entid >= layout::PART_DB_USER_START)
+                .ok_or_else(|| StorageError::UnknownAttribute { ident: name.clone(), form: form(&name) })?;
+            let target = match refs.get(name.as_str()) {
+                None => None,
+                Some(t) => {
+                    if attr.value_type != ValueType::Ref {
+                        return Err(StorageError::BadForm {
+                            form: format!("refs := {{{name} {t}}}"),
+                            reason: format!("{name} is a {}, not a ref", attr.value_type.ident()),
+                        });
+                    }
+                    let target = self.schema.attribute_by_ident(t).ok_or_else(|| StorageError::UnknownAttribute {
+                        ident: t.to_string(),
+                        form: format!("refs := {{{name} {t}}}"),
+                    })?;
+                    if target.unique.is_none() || target.many {
+                        return Err(StorageError::BadForm {
+                            form: format!("refs := {{{name} {t}}}"),
+                            reason: format!("{t} is not a cardinality-one :db/unique attribute"),
+                        });
+                    }
+                    Some(target)
+                }
+            };
+            out.push(Column { name, source_type, attr, target });
+        }
+        for (col, t) in &opts.refs {
+            if !out.iter().any(|c| &c.name == col) {
+                return Err(StorageError::BadForm {
+                    form: format!("refs := {{{col} {t}}}"),
+                    reason: format!("the source has no column {}", quote_ident(col)),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// One scan over the columns whose type differs from their attribute's: the first value that does not cast.
+    fn check_types(&self, columns: &[Column<'_>]) -> Result<()> {
+        let checks: Vec<(&Column<'_>, String)> =
+            columns.iter().filter_map(|c| c.bad_value().map(|b| (c, b))).collect();
+        if checks.is_empty() {
+            return Ok(());
+        }
+        let select: Vec<String> = checks
+            .iter()
+            .map(|(c, bad)| {
+                format!("arg_min(CAST({} AS VARCHAR), rowid) FILTER (WHERE {bad}), min(rowid) FILTER (WHERE {bad})", c.col())
+            })
+            .collect();
+        let row = self
+            .first_row(&format!("SELECT {} FROM {SRC} s", select.join(", ")), 2 * checks.len())?
+            .unwrap_or_default();
+        for (i, (c, _)) in checks.iter().enumerate() {
+            if let (Some(Some(value)), Some(Some(rowid))) = (row.get(2 * i), row.get(2 * i + 1)) {
+                return Err(StorageError::WrongType {
+                    value: layout::quote_str(value),
+                    attribute: c.target.map_or(c.attr.ident.clone(), |t| format!("{} (through {})", t.ident, c.attr.ident)),
+                    expected: c.value_type().ident().to_string(),
+                    form: format!("column {} of mentat_import, source row {}", quote_ident(&c.name), rowid.parse::<i64>().unwrap_or(0) + 1),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds ref values without a target: an error naming one, or (create) new entities holding only the target
+    /// attribute, one per distinct value across all columns that resolve through that attribute. Returns the
+    /// number of entities created.
+    fn resolve_refs(&mut self, columns: &[Column<'_>], opts: &ImportOptions, tx: Entid) -> Result<i64> {
+        let mut by_target: BTreeMap<Entid, Vec<&Column<'_>>> = BTreeMap::new();
+        for c in columns {
+            if let Some(t) = c.target {
+                by_target.entry(t.entid).or_default().push(c);
+            }
+        }
+        let mut created = 0;
+        for (target, cols) in by_target {
+            let cur = self.store.current(target);
+            let values: Vec<String> = cols
+                .iter()
+                .map(|c| format!("SELECT {} AS v FROM {SRC} s WHERE {} IS NOT NULL", c.cast(false), c.col()))
+                .collect();
+            self.exec(&format!(
+                "CREATE OR REPLACE TEMP TABLE {MISSING} AS SELECT DISTINCT v FROM ({}) u WHERE NOT EXISTS \
+                 (SELECT 1 FROM {cur} t WHERE t.v = u.v)",
+                values.join(" UNION ALL ")
+            ))?;
+            let (n, first): (i64, Option<String>) = self.conn.query_row(
+                &format!("SELECT count(*), min(v)::VARCHAR FROM {MISSING}"),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            if n == 0 {
+                continue;
+            }
+            let ident = &self.schema.attribute(target).map_or("?", |a| a.ident.as_str()).to_string();
+            if opts.missing_refs == MissingRefs::Error {
+                let first = first.unwrap_or_default();
+                let named: Vec<String> = cols.iter().map(|c| c.name.clone()).collect();
+                return Err(StorageError::LookupRef {
+                    lookup_ref: format!("[{ident} {}]", layout::quote_str(&first)),
+                    reason: format!(
+                        "no entity has this value ({n} missing in column {} of mentat_import); \
+                         pass missing_refs := 'create' to create them",
+                        named.join(", ")
+                    ),
+                });
+            }
+            let base = self.parts.next_user;
+            let numbered = format!("{base} - 1 + row_number() OVER (ORDER BY v)");
+            self.exec(&format!("INSERT INTO {cur} SELECT {numbered}, v, {tx} FROM {MISSING}"))?;
+            self.write(&format!(
+                "INSERT INTO {} SELECT e, v, tx, true FROM {cur} WHERE tx = {tx}",
+                self.store.history(target)
+            ))?;
+            self.parts.next_user += n;
+            created += n;
+        }
+        Ok(created)
+    }
+
+    /// Matches rows to existing entities through their `:db.unique/identity` columns. When some row matches,
+    /// fills `ENT(n, e, existed)` for every row and returns the number of matched rows; otherwise returns 0 and
+    /// rows take `next_user + rowid`. Two rows with one identity value, or a row whose identity values reach two
+    /// entities, are errors.
+    fn upsert(&mut self, columns: &[Column<'_>], total: i64) -> Result<i64> {
+        let ids: Vec<(usize, &Column<'_>)> =
+            columns.iter().enumerate().filter(|(_, c)| c.attr.unique == Some(Unique::Identity)).collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        for (k, c) in &ids {
+            self.check_duplicates(*k, c, "one row per entity: a :db.unique/identity value may appear once")?;
+        }
+        let mut joins = String::new();
+        let mut olds = Vec::new();
+        for (k, c) in &ids {
+            let (join, v) = c.value(*k, self.store, true);
+            joins.push_str(&join);
+            joins.push_str(&format!(" LEFT JOIN {} i{k} ON i{k}.v = {v}", self.store.current(c.attr.entid)));
+            olds.push(format!("i{k}.e"));
+        }
+        self.exec(&format!(
+            "CREATE OR REPLACE TEMP TABLE {OLDS} AS SELECT s.rowid AS n, [{}] AS olds FROM {SRC} s{joins}",
+            olds.join(", ")
+        ))?;
+        let conflict = self.first_row(
+            &format!(
+                "SELECT n::VARCHAR, list_min(olds)::VARCHAR, \
+                 list_max(olds)::VARCHAR FROM {OLDS} \
+                 WHERE len(list_distinct(olds)) > 1 LIMIT 1"
+            ),
+            3,
+        )?;
+        if let Some(r) = conflict {
+            let num = |i: usize| r[i].as_deref().and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+            return Err(StorageError::UpsertConflict {
+                tempid: format!("source row {} of mentat_import", num(0) + 1),
+                first: num(1),
+                second: num(2),
+            });
+        }
+        self.exec(&format!(
+            "CREATE OR REPLACE TEMP TABLE {OLD} AS SELECT n, list_min(olds) AS old FROM {OLDS}"
+        ))?;
+        let twice = self.first_row(
+            &format!("SELECT old::VARCHAR, min(n)::VARCHAR, max(n)::VARCHAR FROM {OLD} WHERE old IS NOT NULL GROUP BY old HAVING count(*) > 1 LIMIT 1"),
+            3,
+        )?;
+        if let Some(r) = twice {
+            let num = |i: usize| r[i].as_deref().and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+            return Err(StorageError::Conflict(format!(
+                "source rows {} and {} of mentat_import both upsert to entity {}: one row per entity",
+                num(1) + 1,
+                num(2) + 1,
+                num(0)
+            )));
+        }
+        let matched: i64 =
+            self.conn.query_row(&format!("SELECT count(old) FROM {OLD}"), [], |r| r.get(0))?;
+        if matched == 0 {
+            return Ok(0);
+        }
+        let base = self.parts.next_user;
+        self.exec(&format!(
+            "CREATE OR REPLACE TEMP TABLE {ENT} AS SELECT n, coalesce(old, {base} - 1 + \
+             row_number() OVER (PARTITION BY old IS NULL ORDER BY n)) AS e, old IS NOT NULL AS existed FROM {OLD}"
+        ))?;
+        debug_assert!(matched <= total);
+        Ok(matched)
+    }
+
+    /// Errors when one value of a unique column appears in two rows.
+    fn check_duplicates(&self, k: usize, c: &Column<'_>, why: &str) -> Result<()> {
+        let (join, v) = c.value(k, self.store, false);
+        let dup = self.first_row(
+            &format!(
+                "SELECT v::VARCHAR, min(n)::VARCHAR, max(n)::VARCHAR FROM (SELECT {v} AS v, s.rowid AS n FROM {SRC} s{join} \
+                 WHERE {} IS NOT NULL) GROUP BY v HAVING count(*) > 1 LIMIT 1",
+                c.col()
+            ),
+            3,
+        )?;
+        if let Some(r) = dup {
+            let num = |i: usize| r[i].as_deref().and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+            return Err(StorageError::Conflict(format!(
+                "{} {} appears in source rows {} and {} of mentat_import ({why})",
+                c.attr.ident,
+                layout::quote_str(r[0].as_deref().unwrap_or("")),
+                num(1) + 1,
+                num(2) + 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// `:db.unique/value` columns: no value twice in the source, none held by another entity.
+    fn check_unique(&self, columns: &[Column<'_>], upserted: bool) -> Result<()> {
+        for (k, c) in columns.iter().enumerate().filter(|(_, c)| c.attr.unique == Some(Unique::Value)) {
+            self.check_duplicates(k, c, ":db.unique/value")?;
+            let (join, v) = c.value(k, self.store, false);
+            let (entity, e_expr) = if upserted {
+                (format!(" JOIN {ENT} x ON x.n = s.rowid"), "x.e".to_string())
+            } else {
+                (String::new(), format!("({} + s.rowid)", self.parts.next_user))
+            };
+            let held = self.first_row(
+                &format!(
+                    "SELECT u.v::VARCHAR, u.e::VARCHAR, {e_expr}::VARCHAR FROM {SRC} s{entity}{join} \
+                     JOIN {} u ON u.v = {v} WHERE u.e <> {e_expr} LIMIT 1",
+                    self.store.current(c.attr.entid)
+                ),
+                3,
+            )?;
+            if let Some(r) = held {
+                let num = |i: usize| r[i].as_deref().and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+                return Err(StorageError::UniqueConflict {
+                    attribute: c.attr.ident.clone(),
+                    value: layout::quote_str(r[0].as_deref().unwrap_or("")),
+                    holder: num(1),
+                    entity: num(2),
+                    form: format!("column {} of mentat_import", quote_ident(&c.name)),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts() {
+        assert_eq!(cast_sql("c", "BIGINT", ValueType::Long, false), "c");
+        assert_eq!(cast_sql("c", "VARCHAR", ValueType::Long, true), "TRY_CAST(c AS BIGINT)");
+        assert_eq!(
+            cast_sql("c", "TIMESTAMP", ValueType::Instant, false),
+            "make_timestamptz(epoch_us(CAST(c AS TIMESTAMP)))"
+        );
+        assert_eq!(cast_sql("c", "TIMESTAMP WITH TIME ZONE", ValueType::Instant, false), "c");
+    }
+
+    #[test]
+    fn options() {
+        let refs = ImportOptions::parse_refs("{:flight/dest :airport/faa}").unwrap();
+        assert_eq!(refs, vec![(":flight/dest".to_string(), ":airport/faa".to_string())]);
+        assert!(ImportOptions::parse_refs("[:a :b]").is_err());
+        assert_eq!(MissingRefs::parse("Create").unwrap(), MissingRefs::Create);
+        assert!(MissingRefs::parse("maybe").is_err());
+    }
+}
