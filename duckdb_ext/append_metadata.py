@@ -9,6 +9,7 @@ fields are: magic "4", platform, C API version, extension version, ABI type "C_S
 usage: append_metadata.py LIB OUT --platform linux_amd64 --capi-version v1.2.0 --extension-version 0.1.0
 """
 import argparse
+import os
 import shutil
 
 
@@ -27,13 +28,17 @@ def main() -> None:
     ap.add_argument("--capi-version", default="v1.2.0")
     ap.add_argument("--extension-version", default="0.1.0")
     args = ap.parse_args()
-    shutil.copyfile(args.lib, args.out)
+    # Written beside the target and renamed over it, so that a process that has the old file loaded keeps
+    # reading a whole file.
+    tmp = args.out + ".tmp"
+    shutil.copyfile(args.lib, tmp)
     # field 1 .. field 8, written in reverse order
     fields = ["4", args.platform, args.capi_version, args.extension_version, "C_STRUCT", "", "", ""]
     header = b"\x00" + b"\x93\x04" + b"\x10" + b"duckdb_signature" + b"\x80\x04"
     body = b"".join(field(f) for f in reversed(fields))
-    with open(args.out, "ab") as f:
+    with open(tmp, "ab") as f:
         f.write(header + body + b"\0" * 256)
+    os.replace(tmp, args.out)
 
 
 if __name__ == "__main__":
