@@ -35,6 +35,12 @@ impl Pool {
             free.push(first.try_clone()?);
         }
         free.push(first);
+        for conn in &free {
+            storage::stage::ensure_tables(conn).map_err(|e| match e {
+                storage::StorageError::DuckDb(d) => d,
+                other => duckdb::Error::InvalidParameterName(other.to_string()),
+            })?;
+        }
         Ok(Pool { free: Mutex::new(free), available: Condvar::new() })
     }
 

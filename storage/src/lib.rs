@@ -10,4 +10,5 @@ pub mod value;
 pub use error::{Result, StorageError};
 pub mod stage;
 pub mod store;
+pub mod trace;
 pub mod transactor;

@@ -9,8 +9,7 @@
 
 use crate::error::Result;
 use crate::value::Val;
-use duckdb::types::Value as DValue;
-use duckdb::{params, Connection, Row};
+use duckdb::{Connection, Row};
 use planner::schema::ValueType;
 
 /// Temporary table for lookups.
@@ -18,8 +17,13 @@ pub const KEYS: &str = "mentat_keys";
 /// Temporary table for the datoms a transaction writes.
 pub const STAGE: &str = "mentat_stage";
 
-/// Creates the staging tables on this connection if they are missing (temporary, so private to it).
+/// Statements each connection keeps prepared (the transactor's statements depend only on the attribute).
+pub const STATEMENT_CACHE: usize = 1024;
+
+/// Readies a connection for the transactor: creates the staging tables (temporary, so private to it) if they
+/// are missing and sizes its prepared-statement cache. Call once per connection before its first transaction.
 pub fn ensure_tables(conn: &Connection) -> Result<()> {
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     for t in [KEYS, STAGE] {
         conn.execute_batch(&format!(
             "CREATE TEMP TABLE IF NOT EXISTS {t} (a BIGINT, e BIGINT, v_long BIGINT, v_double DOUBLE, \
@@ -76,22 +80,66 @@ pub fn read_val(row: &Row<'_>, idx: usize, t: ValueType) -> duckdb::Result<Val> 
 /// One staged row: attribute (or a caller-chosen tag), entity (or key), optional value, flag.
 pub type StageRow<'a> = (i64, i64, Option<&'a Val>, bool);
 
-/// Empties `table` and appends `rows` to it with DuckDB's appender.
+/// Empties `table` and appends `rows` to it with DuckDB's appender, as one Arrow record batch (columns built
+/// here, appended vector by vector: no per-value calls).
 pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = StageRow<'a>>) -> Result<()> {
-    conn.execute_batch(&format!("DELETE FROM {table}"))?;
-    let mut app = conn.appender(table)?;
-    for (a, e, v, added) in rows {
-        let (mut l, mut d, mut s, mut b, mut blob) = (None, None, None, None, None);
+    use duckdb::arrow::array::{ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+    use duckdb::arrow::datatypes::{DataType, Field, Schema};
+    use duckdb::arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+
+    conn.prepare_cached(&format!("DELETE FROM {table}"))?.execute([])?;
+    let (mut a, mut e) = (Int64Builder::new(), Int64Builder::new());
+    let (mut l, mut d, mut s) = (Int64Builder::new(), Float64Builder::new(), StringBuilder::new());
+    let (mut b, mut blob, mut added) = (BooleanBuilder::new(), BinaryBuilder::new(), BooleanBuilder::new());
+    let mut n = 0usize;
+    for (ra, re, v, radded) in rows {
+        n += 1;
+        a.append_value(ra);
+        e.append_value(re);
+        added.append_value(radded);
+        let (mut lv, mut dv, mut sv, mut bv, mut blobv) = (None, None, None, None, None);
         match v {
-            Some(Val::Ref(x) | Val::Long(x) | Val::Instant(x)) => l = Some(*x),
-            Some(Val::Double(x)) => d = Some(*x),
-            Some(Val::Str(x) | Val::Uuid(x)) => s = Some(x.as_str()),
-            Some(Val::Bool(x)) => b = Some(*x),
-            Some(Val::Bytes(x)) => blob = Some(DValue::Blob(x.clone())),
+            Some(Val::Ref(x) | Val::Long(x) | Val::Instant(x)) => lv = Some(*x),
+            Some(Val::Double(x)) => dv = Some(*x),
+            Some(Val::Str(x) | Val::Uuid(x)) => sv = Some(x.as_str()),
+            Some(Val::Bool(x)) => bv = Some(*x),
+            Some(Val::Bytes(x)) => blobv = Some(x.as_slice()),
             None => {}
         }
-        app.append_row(params![a, e, l, d, s, b, blob, added])?;
+        l.append_option(lv);
+        d.append_option(dv);
+        s.append_option(sv);
+        b.append_option(bv);
+        blob.append_option(blobv);
     }
+    if n == 0 {
+        return Ok(());
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int64, false),
+        Field::new("e", DataType::Int64, false),
+        Field::new("v_long", DataType::Int64, true),
+        Field::new("v_double", DataType::Float64, true),
+        Field::new("v_str", DataType::Utf8, true),
+        Field::new("v_bool", DataType::Boolean, true),
+        Field::new("v_blob", DataType::Binary, true),
+        Field::new("added", DataType::Boolean, false),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(a.finish()),
+        Arc::new(e.finish()),
+        Arc::new(l.finish()),
+        Arc::new(d.finish()),
+        Arc::new(s.finish()),
+        Arc::new(b.finish()),
+        Arc::new(blob.finish()),
+        Arc::new(added.finish()),
+    ];
+    let batch = RecordBatch::try_new(schema, columns)
+        .map_err(|err| crate::StorageError::Store(format!("staging batch: {err}")))?;
+    let mut app = conn.appender(table)?;
+    app.append_record_batch(batch)?;
     app.flush()?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! O(schema) from the bootstrap attribute tables and the `partitions` table, never from history.
 
 use crate::error::{Result, StorageError};
+use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::{self, StoreName};
 use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
@@ -34,7 +35,14 @@ pub struct Store {
     pub name: StoreName,
     state: RwLock<StoreState>,
     writer: Mutex<()>,
+    /// Known current values of unique attributes: (attribute, value) -> entity. Filled and kept right by the
+    /// transactor (it sees every datom it writes), emptied by [`Store::set_state`]. Lets lookup refs and upserts
+    /// of repeated values skip the database.
+    lookups: Mutex<HashMap<(Entid, Val), Entid>>,
 }
+
+/// Entries the unique-value cache holds at most; past that it starts again empty.
+pub const LOOKUP_CACHE_MAX: usize = 4_000_000;
 
 impl Store {
     /// The current schema and partition marks.
@@ -68,9 +76,32 @@ impl Store {
         Ok(state)
     }
 
-    /// Replaces the cached state after a commit.
+    /// Replaces the cached state after a commit, and forgets the unique-value cache (for writers that do not
+    /// report the unique datoms they changed, such as a bulk import).
     pub fn set_state(&self, s: StoreState) {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
+        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Replaces the cached state after a transaction committed, keeping the unique-value cache right: the
+    /// `retracted` (attribute, value) pairs leave it and the `asserted` (attribute, value, entity) enter it.
+    pub fn commit_state(&self, s: StoreState, retracted: &[(Entid, Val)], asserted: Vec<(Entid, Val, Entid)>) {
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
+        let mut cache = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+        for k in retracted {
+            cache.remove(k);
+        }
+        if cache.len() + asserted.len() > LOOKUP_CACHE_MAX {
+            cache.clear();
+        }
+        for (a, v, e) in asserted {
+            cache.insert((a, v), e);
+        }
+    }
+
+    /// The entity that currently holds `v` for the unique attribute `a`, if the cache knows it.
+    pub fn cached_lookup(&self, a: Entid, v: &Val) -> Option<Entid> {
+        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).get(&(a, v.clone())).copied()
     }
 }
 
@@ -98,7 +129,12 @@ impl Registry {
             create_store(conn, name)?;
         }
         let state = load_state(conn, name)?;
-        let store = Arc::new(Store { name: name.clone(), state: RwLock::new(state), writer: Mutex::new(()) });
+        let store = Arc::new(Store {
+            name: name.clone(),
+            state: RwLock::new(state),
+            writer: Mutex::new(()),
+            lookups: Mutex::new(HashMap::new()),
+        });
         stores.insert(name.clone(), store.clone());
         Ok(store)
     }
@@ -120,7 +156,9 @@ fn store_exists(conn: &Connection, name: &StoreName) -> Result<bool> {
     Ok(n > 0)
 }
 
-/// SQL that creates the two tables of an attribute (and its value index when unique or indexed).
+/// SQL that creates the two tables of an attribute, and an ART index on the value of a unique attribute.
+/// `:db/index` alone creates no ART index: DuckDB's zone maps and hash joins serve those attributes, and an ART
+/// index would cost every write and live in memory (storage/README.md has the measurement).
 pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     let t = a.value_type.sql_type();
     let mut v = vec![
@@ -130,10 +168,15 @@ pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
             store.history(a.entid)
         ),
     ];
-    if a.unique.is_some() || a.index {
+    if has_art_index(a) {
         v.push(index_ddl(store, a.entid));
     }
     v
+}
+
+/// Whether an attribute's current-state table carries an ART index on `v`: unique attributes only.
+pub fn has_art_index(a: &Attribute) -> bool {
+    a.unique.is_some()
 }
 
 /// The ART index on the value column of an attribute's current-state table.

@@ -12,6 +12,7 @@
 use crate::error::{Result, StorageError};
 use crate::stage::{self, from_store, read_val, to_store, KEYS, STAGE};
 use crate::store::{self, Partitions, Store, StoreState};
+use crate::trace::Trace;
 use crate::txparse::{parse_edn, parse_forms, EntityPlace, TempId, Term, ValuePlace};
 use crate::value::Val;
 use duckdb::Connection;
@@ -39,25 +40,32 @@ pub struct TxReport {
 /// rolled back and the store is unchanged. Transactions of one store run one at a time (the store's writer
 /// lock). Errors: [`StorageError`] naming the offending form or datom.
 pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport> {
+    let mut trace = Trace::start();
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
-    stage::ensure_tables(conn)?;
-    conn.execute_batch("BEGIN TRANSACTION")?;
-    let run = || -> Result<(TxReport, StoreState)> {
+    trace.mark("edn");
+    conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
+    trace.mark("begin");
+    let mut run = || -> Result<(TxReport, StoreState, CacheChanges)> {
         // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
         let state = store.refresh(conn)?;
+        trace.mark("refresh");
         let terms = parse_forms(&forms, &state.schema)?;
-        let mut tx = Tx::new(conn, &store.name, &state);
-        let report = tx.run(terms)?;
-        Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }))
+        trace.mark("terms");
+        let mut tx = Tx::new(conn, store, &state);
+        let report = tx.run(terms, &mut trace)?;
+        let cache = std::mem::take(&mut tx.cache_changes);
+        Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache))
     };
     match run() {
-        Ok((report, state)) => {
-            if let Err(e) = conn.execute_batch("COMMIT") {
+        Ok((report, state, (retracted, asserted))) => {
+            if let Err(e) = conn.prepare_cached("COMMIT").and_then(|mut c| c.execute([])) {
                 let _ = conn.execute_batch("ROLLBACK");
                 return Err(e.into());
             }
-            store.set_state(state);
+            trace.mark("commit");
+            trace.print(&format!("tx {} ({} datoms)", report.tx, report.datoms));
+            store.commit_state(state, &retracted, asserted);
             Ok(report)
         }
         Err(e) => {
@@ -70,9 +78,14 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
 /// A datom without its tx: entity, attribute, value.
 type Eav = (Entid, Entid, Val);
 
+/// Unique datoms a transaction changed: (attribute, value) retracted, (attribute, value, entity) asserted.
+type CacheChanges = (Vec<(Entid, Val)>, Vec<(Entid, Val, Entid)>);
+
 struct Tx<'a> {
     conn: &'a Connection,
     store: &'a StoreName,
+    cache: &'a Store,
+    cache_changes: CacheChanges,
     /// The schema as of the start; `schema` becomes the schema after the transaction.
     before: Arc<Schema>,
     schema: Schema,
@@ -84,13 +97,15 @@ struct Tx<'a> {
 }
 
 impl<'a> Tx<'a> {
-    fn new(conn: &'a Connection, store: &'a StoreName, state: &StoreState) -> Tx<'a> {
+    fn new(conn: &'a Connection, cache: &'a Store, state: &StoreState) -> Tx<'a> {
         let mut parts = state.parts;
         let tx = parts.next_tx;
         parts.next_tx += 1;
         Tx {
             conn,
-            store,
+            store: &cache.name,
+            cache,
+            cache_changes: Default::default(),
             before: state.schema.clone(),
             schema: (*state.schema).clone(),
             parts,
@@ -105,9 +120,11 @@ impl<'a> Tx<'a> {
         self.before.attribute(a).expect("terms only name attributes of the schema they were parsed with")
     }
 
-    fn run(&mut self, terms: Vec<Term>) -> Result<TxReport> {
+    fn run(&mut self, terms: Vec<Term>, trace: &mut Trace) -> Result<TxReport> {
         self.resolve_lookup_refs(&terms)?;
+        trace.mark("lookup-refs");
         self.upsert(&terms)?;
+        trace.mark("upsert");
         self.allocate(&terms);
         let mut adds: Vec<Eav> = Vec::new();
         let mut retracts: Vec<Eav> = Vec::new();
@@ -139,18 +156,28 @@ impl<'a> Tx<'a> {
                 }
             }
         }
+        trace.mark("resolve");
         adds.extend(self.check_cas(&cas)?);
         retracts.extend(self.expand_retract_entities(&retract_entities)?);
         retracts.extend(self.expand_retract_attributes(&retract_attrs)?);
         let mut adds = dedupe(adds);
         let mut retracts = dedupe(retracts);
         check_internal_conflicts(&self.before, &adds, &retracts, &|d, added| self.form_of(&terms, d, added))?;
+        trace.mark("expand");
         self.against_current_state(&mut adds, &mut retracts)?;
+        trace.mark("current-state");
         self.check_unique(&terms, &adds, &retracts)?;
+        trace.mark("unique");
         self.apply_schema_changes(&terms, &adds, &retracts)?;
         let tx_instant = self.tx_instant(explicit_instant)?;
         adds.push((self.tx, layout::DB_TX_INSTANT, Val::Instant(tx_instant)));
-        self.write(&adds, &retracts)?;
+        trace.mark("schema");
+        self.write(&adds, &retracts, trace)?;
+        let unique = |a: &Entid| self.schema.attribute(*a).is_some_and(|x| x.unique.is_some());
+        self.cache_changes = (
+            retracts.iter().filter(|d| unique(&d.1)).map(|d| (d.1, d.2.clone())).collect(),
+            adds.iter().filter(|d| unique(&d.1)).map(|d| (d.1, d.2.clone(), d.0)).collect(),
+        );
         self.parts.last_tx_instant = tx_instant;
         let mut tempids: Vec<(String, Entid)> = self
             .tempids
@@ -166,7 +193,15 @@ impl<'a> Tx<'a> {
 
     /// Entities of attribute `aid` whose current value is one of `values`, through one join.
     fn find_by_values(&mut self, aid: Entid, values: &[Val]) -> Result<()> {
-        let values: Vec<&Val> = values.iter().filter(|v| !self.lookups.contains_key(&(aid, (*v).clone()))).collect();
+        let mut values: Vec<&Val> =
+            values.iter().filter(|v| !self.lookups.contains_key(&(aid, (*v).clone()))).collect();
+        values.retain(|v| match self.cache.cached_lookup(aid, v) {
+            Some(e) => {
+                self.lookups.insert((aid, (*v).clone()), Some(e));
+                false
+            }
+            None => true,
+        });
         if values.is_empty() {
             return Ok(());
         }
@@ -174,7 +209,7 @@ impl<'a> Tx<'a> {
         stage::fill(self.conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false)))?;
         let sql =
             format!("SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}", self.store.current(aid), to_store(t, "k"));
-        let mut st = self.conn.prepare(&sql)?;
+        let mut st = self.conn.prepare_cached(&sql)?;
         let found: Vec<(i64, Entid)> =
             st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<std::result::Result<_, _>>()?;
         for v in &values {
@@ -186,11 +221,11 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    fn resolve_lookup_refs(&mut self, terms: &[Term]) -> Result<()> {
-        let mut wanted: BTreeMap<Entid, Vec<Val>> = BTreeMap::new();
-        let mut note = |p: &EntityPlace| {
+    fn resolve_lookup_refs<'t>(&mut self, terms: &'t [Term]) -> Result<()> {
+        let mut wanted: BTreeMap<Entid, HashSet<&Val>> = BTreeMap::new();
+        let mut note = |p: &'t EntityPlace| {
             if let EntityPlace::LookupRef(a, v) = p {
-                wanted.entry(*a).or_default().push(v.clone());
+                wanted.entry(*a).or_default().insert(v);
             }
         };
         for t in terms {
@@ -212,9 +247,8 @@ impl<'a> Tx<'a> {
                 }
             }
         }
-        for (a, mut values) in wanted {
-            values.sort_by_key(|x| x.to_string());
-            values.dedup();
+        for (a, values) in wanted {
+            let values: Vec<Val> = values.into_iter().cloned().collect();
             self.find_by_values(a, &values)?;
         }
         Ok(())
@@ -425,7 +459,7 @@ impl<'a> Tx<'a> {
                 from_store(t, "c.v"),
                 self.store.current(a)
             );
-            let mut st = self.conn.prepare(&sql)?;
+            let mut st = self.conn.prepare_cached(&sql)?;
             let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?)))?;
             for row in rows {
                 let (e, v) = row?;
@@ -474,7 +508,7 @@ impl<'a> Tx<'a> {
                     from_store(t, "c.v"),
                     self.store.current(attr.entid)
                 );
-                let mut st = self.conn.prepare(&sql)?;
+                let mut st = self.conn.prepare_cached(&sql)?;
                 let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?)))?;
                 for row in rows {
                     let (e, v) = row?;
@@ -684,7 +718,7 @@ impl<'a> Tx<'a> {
                 return Err(err(&format!("cannot become :db/unique: value {v} is held by more than one entity")));
             }
         }
-        let indexed = |a: &Attribute| a.index || a.unique.is_some();
+        let indexed = store::has_art_index;
         if indexed(new) && !indexed(old) {
             self.conn.execute_batch(&store::index_ddl(self.store, old.entid))?;
         } else if !indexed(new) && indexed(old) {
@@ -710,36 +744,50 @@ impl<'a> Tx<'a> {
 
     /// Stages the final datoms and writes them: for each touched attribute one `DELETE ... USING` for
     /// retractions, one `INSERT ... SELECT` into current state and one into history.
-    fn write(&self, adds: &[Eav], retracts: &[Eav]) -> Result<()> {
+    fn write(&self, adds: &[Eav], retracts: &[Eav], trace: &mut Trace) -> Result<()> {
         let rows = adds
             .iter()
             .map(|(e, a, v)| (*a, *e, Some(v), true))
             .chain(retracts.iter().map(|(e, a, v)| (*a, *e, Some(v), false)));
         stage::fill(self.conn, STAGE, rows)?;
+        trace.mark("stage");
         let added: BTreeSet<Entid> = adds.iter().map(|d| d.1).collect();
         let removed: BTreeSet<Entid> = retracts.iter().map(|d| d.1).collect();
         let tx = self.tx;
-        let mut sql = Vec::new();
+        // Each statement's text depends only on the attribute, so it is prepared once per connection and reused.
+        let run = |sql: String, params: &[&dyn duckdb::ToSql]| -> Result<()> {
+            self.conn.prepare_cached(&sql)?.execute(params)?;
+            Ok(())
+        };
         for a in added.union(&removed) {
             let attr = self.schema.attribute(*a).unwrap_or_else(|| self.attr(*a));
             let v = to_store(attr.value_type, "s");
             let (cur, hist) = (self.store.current(*a), self.store.history(*a));
             if removed.contains(a) {
-                sql.push(format!(
-                    "DELETE FROM {cur} c USING {STAGE} s WHERE s.a = {a} AND NOT s.added AND c.e = s.e AND c.v = {v}"
-                ));
+                run(
+                    format!(
+                        "DELETE FROM {cur} c USING {STAGE} s \
+                         WHERE s.a = {a} AND NOT s.added AND c.e = s.e AND c.v = {v}"
+                    ),
+                    &[],
+                )?;
             }
             if added.contains(a) {
-                sql.push(format!("INSERT INTO {cur} SELECT s.e, {v}, {tx} FROM {STAGE} s WHERE s.a = {a} AND s.added"));
+                run(
+                    format!("INSERT INTO {cur} SELECT s.e, {v}, $1 FROM {STAGE} s WHERE s.a = {a} AND s.added"),
+                    &[&tx],
+                )?;
             }
-            sql.push(format!("INSERT INTO {hist} SELECT s.e, {v}, {tx}, s.added FROM {STAGE} s WHERE s.a = {a}"));
+            run(format!("INSERT INTO {hist} SELECT s.e, {v}, $1, s.added FROM {STAGE} s WHERE s.a = {a}"), &[&tx])?;
         }
-        let parts = self.store.table("partitions");
-        sql.push(format!(
-            "UPDATE {parts} SET next = CASE ident WHEN ':db.part/db' THEN {} WHEN ':db.part/user' THEN {} ELSE {} END",
-            self.parts.next_db, self.parts.next_user, self.parts.next_tx
-        ));
-        self.conn.execute_batch(&sql.join(";\n"))?;
+        run(
+            format!(
+                "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
+                self.store.table("partitions")
+            ),
+            &[&self.parts.next_db, &self.parts.next_user, &self.parts.next_tx],
+        )?;
+        trace.mark("write");
         Ok(())
     }
 }
