@@ -3,9 +3,13 @@
 //! | function | kind | semantics |
 //! |---|---|---|
 //! | `mentat_transact(edn VARCHAR [, store := VARCHAR])` | table | one Datomic-style transaction, committed on its own |
+//! | `mentat_import(source_sql VARCHAR [, store :=, refs :=, missing_refs :=])` | table | every row of a query becomes one entity, in one transaction (see `import.rs`) |
+//! | `mentat_export(dir VARCHAR [, store :=])`, `mentat_import_store(dir VARCHAR [, store :=])` | table | a whole store to Parquet files and back, same entids (see `import.rs`) |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
 //! | `mentat_q(query VARCHAR [, inputs := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer (see `query.rs`) |
 //! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |
+//! | `mentat_pull(pattern VARCHAR, entity ANY [, store :=, as_of :=, since :=, history :=])` | table | one row `(e BIGINT, pull STRUCT)`: Datomic's pull of an entid, ident or lookup ref (see `pull.rs`) |
+//! | `mentat_pull_many(pattern VARCHAR, entities LIST [, store :=, as_of :=, since :=])` | table | one `(e, pull)` row per list element, in order (see `pull.rs`) |
 //! | `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])` | scalar | the statement `mentat_q` runs |
 
 use crate::Instance;
@@ -27,6 +31,7 @@ type Res<T> = Result<T, Box<dyn Error>>;
 pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Transact, _>("mentat_transact", instance)?;
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
+    crate::import::register(con, instance)?;
     con.register_scalar_function_with_state::<Sql>("mentat_sql", instance)?;
     Ok(())
 }

@@ -9,7 +9,9 @@
 //! with an error at `LOAD`.
 
 mod functions;
+mod import;
 mod pool;
+mod pull;
 mod query;
 
 use duckdb::ffi;
@@ -75,7 +77,7 @@ unsafe fn init(
     if ffi::duckdb_connect(*db, &mut reg) != ffi::DuckDBSuccess {
         return Err("mentat could not connect to register its query functions".into());
     }
-    let registered = query::register(reg, &instance);
+    let registered = query::register(reg, &instance).and_then(|_| pull::register(reg, &instance));
     ffi::duckdb_disconnect(&mut reg);
     registered?;
     Ok(true)

@@ -121,7 +121,7 @@ struct Extra {
 
 /// Bind data: the borrowed connection and its (cached) prepared statement, held until DuckDB drops the bind
 /// data; the statement stays in the connection's cache.
-struct Bound {
+pub(crate) struct Bound {
     prepared: ffi::duckdb_prepared_statement,
     columns: usize,
     _conn: Borrowed,
@@ -140,7 +140,7 @@ impl Drop for Streaming {
     }
 }
 
-unsafe fn value_text(v: ffi::duckdb_value) -> String {
+pub(crate) unsafe fn value_text(v: ffi::duckdb_value) -> String {
     let p = ffi::duckdb_get_varchar(v);
     if p.is_null() {
         return String::new();
@@ -151,7 +151,7 @@ unsafe fn value_text(v: ffi::duckdb_value) -> String {
 }
 
 /// A named parameter's value, or None when the caller did not give it (or gave NULL).
-unsafe fn named(info: ffi::duckdb_bind_info, name: &CStr) -> Option<ffi::duckdb_value> {
+pub(crate) unsafe fn named(info: ffi::duckdb_bind_info, name: &CStr) -> Option<ffi::duckdb_value> {
     let mut v = ffi::duckdb_bind_get_named_parameter(info, name.as_ptr());
     if v.is_null() {
         return None;
@@ -165,7 +165,7 @@ unsafe fn named(info: ffi::duckdb_bind_info, name: &CStr) -> Option<ffi::duckdb_
 
 /// Reads `as_of`/`since`: an integer is a tx entid, anything else (TIMESTAMPTZ, TIMESTAMP, DATE, VARCHAR) is
 /// an instant, passed to the planner as timestamp text.
-unsafe fn time_bound(info: ffi::duckdb_bind_info, name: &CStr) -> Option<TimeBound> {
+pub(crate) unsafe fn time_bound(info: ffi::duckdb_bind_info, name: &CStr) -> Option<TimeBound> {
     let mut v = named(info, name)?;
     let ty = ffi::duckdb_get_value_type(v);
     let id = ffi::duckdb_get_type_id(ty);
@@ -230,15 +230,41 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         Mode::Query => compiled.sql.clone(),
         Mode::Explain => format!("EXPLAIN {}", compiled.sql),
     };
-    let mut conn = extra.instance.raw.get()?;
-    let prepared = conn.conn.as_mut().ok_or("no connection")?.prepare(&sql)?;
+    let names: Vec<&str> = match extra.mode {
+        Mode::Query => compiled.columns.iter().map(|c| c.name.as_str()).collect(),
+        Mode::Explain => vec![],
+    };
+    bind_statement(info, &extra.instance, &sql, &names, &[])
+}
+
+/// Prepares `sql` on a borrowed query connection (through its statement cache), binds `params` to `$1`, `$2`,
+/// ... (none: the bindings are left alone), and declares the statement's columns as the table function's result
+/// columns, named `names[i]` when given, else as DuckDB names them. The returned bind data is streamed by
+/// [`init`] and [`function`]; the connection stays borrowed until DuckDB drops it.
+pub(crate) unsafe fn bind_statement(
+    info: ffi::duckdb_bind_info,
+    instance: &Instance,
+    sql: &str,
+    names: &[&str],
+    params: &[ffi::duckdb_value],
+) -> Result<Bound, String> {
+    let mut conn = instance.raw.get()?;
+    let prepared = conn.conn.as_mut().ok_or("no connection")?.prepare(sql)?;
     let mut bound = Bound { prepared, columns: 0, _conn: conn };
+    if !params.is_empty() {
+        ffi::duckdb_clear_bindings(prepared);
+        for (i, p) in params.iter().enumerate() {
+            if ffi::duckdb_bind_value(prepared, i as u64 + 1, *p) != ffi::DuckDBSuccess {
+                return Err(format!("mentat: could not bind parameter {} of the compiled statement", i + 1));
+            }
+        }
+    }
     let columns = ffi::duckdb_prepared_statement_column_count(prepared) as usize;
     for i in 0..columns {
         let mut ty = ffi::duckdb_prepared_statement_column_logical_type(prepared, i as u64);
-        let name = match (extra.mode, compiled.columns.get(i)) {
-            (Mode::Query, Some(c)) => c.name.clone(),
-            _ => CStr::from_ptr(ffi::duckdb_prepared_statement_column_name(prepared, i as u64))
+        let name = match names.get(i) {
+            Some(n) => n.to_string(),
+            None => CStr::from_ptr(ffi::duckdb_prepared_statement_column_name(prepared, i as u64))
                 .to_string_lossy()
                 .into_owned(),
         };
@@ -250,14 +276,23 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     Ok(bound)
 }
 
-unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
-    match std::panic::catch_unwind(|| unsafe { bind_inner(info) }) {
+/// Hands DuckDB the outcome of a bind: the bind data, or the error (a panic is reported as `what` panicking).
+pub(crate) unsafe fn finish_bind(
+    info: ffi::duckdb_bind_info,
+    outcome: std::thread::Result<Result<Bound, String>>,
+    what: &str,
+) {
+    match outcome {
         Ok(Ok(bound)) => {
             ffi::duckdb_bind_set_bind_data(info, Box::into_raw(Box::new(bound)) as *mut c_void, Some(drop_box::<Bound>))
         }
         Ok(Err(e)) => bind_error(info, &e),
-        Err(_) => bind_error(info, "mentat panicked while compiling the query"),
+        Err(_) => bind_error(info, &format!("mentat panicked while {what}")),
     }
+}
+
+unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
+    finish_bind(info, std::panic::catch_unwind(|| unsafe { bind_inner(info) }), "compiling the query");
 }
 
 unsafe fn bind_error(info: ffi::duckdb_bind_info, msg: &str) {
@@ -265,7 +300,7 @@ unsafe fn bind_error(info: ffi::duckdb_bind_info, msg: &str) {
     ffi::duckdb_bind_set_error(info, c.as_ptr());
 }
 
-unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
+pub(crate) unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
     if std::panic::catch_unwind(|| unsafe { init_inner(info) }).is_err() {
         ffi::duckdb_init_set_error(info, c"mentat panicked while starting the query".as_ptr());
     }
@@ -285,7 +320,7 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
     ffi::duckdb_init_set_init_data(info, Box::into_raw(Box::new(state)) as *mut c_void, Some(drop_box::<Streaming>));
 }
 
-unsafe extern "C" fn function(info: ffi::duckdb_function_info, output: ffi::duckdb_data_chunk) {
+pub(crate) unsafe extern "C" fn function(info: ffi::duckdb_function_info, output: ffi::duckdb_data_chunk) {
     if std::panic::catch_unwind(|| unsafe { function_inner(info, output) }).is_err() {
         ffi::duckdb_function_set_error(info, c"mentat panicked while streaming the answer".as_ptr());
     }
@@ -327,7 +362,7 @@ unsafe fn result_error(result: &mut ffi::duckdb_result) -> Option<String> {
     }
 }
 
-unsafe extern "C" fn drop_box<T>(p: *mut c_void) {
+pub(crate) unsafe extern "C" fn drop_box<T>(p: *mut c_void) {
     if !p.is_null() {
         drop(Box::from_raw(p as *mut T));
     }

@@ -105,8 +105,11 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     if aggs.is_empty() {
         select.distinct = one_level && !unique;
     } else {
-        select.group_by = find_vars.iter().map(|v| lookup(v).expr).collect();
-        if find_vars.is_empty() {
+        // Constant grouping keys (scalar inputs, `ground`) group nothing, and DuckDB would read an integer
+        // literal in GROUP BY as a column position: leave them out. With no grouping key left, an aggregate
+        // over no rows must still return no row.
+        select.group_by = find_vars.iter().map(|v| lookup(v).expr).filter(|e| !is_literal(e)).collect();
+        if select.group_by.is_empty() {
             select.having.push(Expr::bin(
                 BinOp::Gt,
                 Expr::Agg { func: "count", distinct: false, args: vec![] },
@@ -114,7 +117,10 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
             ));
         }
     }
-    select.order_by = query.order.iter().map(|o| (lookup(&o.var).expr, o.descending)).collect();
+    // Ordering by a constant is a no-op, and DuckDB reads an integer literal in ORDER BY as a column position
+    // (and rejects other literals): leave constants out.
+    select.order_by =
+        query.order.iter().map(|o| (lookup(&o.var).expr, o.descending)).filter(|(e, _)| !is_literal(e)).collect();
     select.limit = bound(alg, query.limit.as_ref())?;
     select.offset = bound(alg, query.offset.as_ref())?;
     let find = match &query.find {
@@ -222,4 +228,13 @@ fn dedupe(columns: &[OutputColumn], name: String) -> String {
         return name;
     }
     (2..).map(|i| format!("{name}_{i}")).find(|n| !columns.iter().any(|c| &c.name == n)).unwrap_or(name)
+}
+
+/// A literal, possibly cast: the projection of a constant-bound variable.
+fn is_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) => true,
+        Expr::Cast(inner, _) => is_literal(inner),
+        _ => false,
+    }
 }

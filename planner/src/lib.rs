@@ -29,6 +29,7 @@ pub mod joins;
 pub mod keys;
 pub mod layout;
 pub mod parse;
+pub mod pull;
 pub mod schema;
 pub mod source;
 pub mod sql;
@@ -38,6 +39,7 @@ pub mod types;
 mod tests;
 
 pub use error::PlanError;
+pub use pull::{compile_pull, CompiledPull};
 pub use source::{QueryOptions, TimeBound};
 
 use layout::StoreName;

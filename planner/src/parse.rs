@@ -247,10 +247,17 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
     let find = find.ok_or_else(|| PlanError::syntax(&value, "a query needs :find"))?;
     if let Some(rm) = &return_map {
         let n = find.elements().len();
-        if rm.names.len() != n || !matches!(find, FindSpec::Relation(_)) {
+        // Datomic: return maps go with relation and tuple find specs, one name per find element.
+        if !matches!(find, FindSpec::Relation(_) | FindSpec::Tuple(_)) {
             return Err(PlanError::syntax(
                 &value,
-                format!(":{} needs one name per element of a relation find spec ({n})", rm.kind),
+                format!(":{} needs a relation or tuple find spec, not a scalar or collection", rm.kind),
+            ));
+        }
+        if rm.names.len() != n {
+            return Err(PlanError::syntax(
+                &value,
+                format!(":{} needs one name per find element: {n} elements, {} names", rm.kind, rm.names.len()),
             ));
         }
     }

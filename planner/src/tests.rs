@@ -101,16 +101,24 @@ snap!(reverse_attribute, "[:find ?l :where [?i :issue/title \"t\"] [?l :issue/_l
 snap!(lookup_ref_input, "[:find ?a ?v :in $ ?e :where [?e ?a ?v]]", Some("[[:user/email \"u@x\"]]"));
 snap!(lookup_ref_constant, "[:find ?i :where [?i :issue/assignee [:user/email \"u@x\"]]]");
 snap!(unbound_attribute_mixed, "[:find ?a ?v :where [65536 ?a ?v]]");
+// A constant value under an unbound attribute is compared inside each attribute's part, in that attribute's type:
+// the keyword is an entid for ref attributes and text for keyword attributes.
+snap!(unbound_attribute_keyword_value, "[:find ?e ?a :where [?e ?a :priority/high]]");
 snap!(
     relation_input,
     "[:find ?e ?s :in $ [[?e ?s]] :where [?e :issue/state ?s]]",
     Some("[[[1 :state/open] [2 :state/closed]]]")
 );
+// An empty relation or unplaced collection input still emits a valid VALUES list (one typed NULL row, discarded by
+// the pruned scope's `false`).
+snap!(empty_relation_input, "[:find ?e ?s :in $ [[?e ?s]] :where [?e :issue/state ?s]]", Some("[[]]"));
+snap!(empty_collection_input_unplaced, "[:find ?x :in $ [?x ...] :where [(ground 1) ?one]]", Some("[[]]"));
 snap!(tuple_input, "[:find ?e :in $ [?t ?p] :where [?e :issue/title ?t] [?e :issue/priority ?p]]", Some("[[\"x\" 3]]"));
 snap!(scalar_find, "[:find ?n . :where [_ :user/name ?n]]");
 snap!(tuple_find, "[:find [?e ?n] :where [?e :user/name ?n]]");
 snap!(collection_find, "[:find [?n ...] :where [_ :user/name ?n]]");
 snap!(return_keys, "[:find ?e ?n :keys id name :where [?e :user/name ?n]]");
+snap!(return_keys_tuple, "[:find [?e ?n] :keys id name :where [?e :user/name ?n]]");
 snap!(sum_set_semantics, "[:find (sum ?p) :where [?i :issue/priority ?p]]");
 snap!(sum_with, "[:find (sum ?p) :with ?i :where [?i :issue/priority ?p]]");
 snap!(count_many_with, "[:find ?i (count ?l) :where [?i :issue/label ?l]]");
@@ -128,6 +136,10 @@ snap!(
     "[:find ?i ?p :in $ ?n :where [?i :issue/priority ?p] :order (desc ?p) ?i :limit ?n :offset 5]",
     Some("[10]")
 );
+// Constant-bound find variables are neither grouping keys nor ordering keys (DuckDB would read an integer literal
+// as a column position); without another grouping key the aggregate keeps `HAVING count(*) > 0`.
+snap!(group_by_constant, "[:find ?x (count ?i) :where [?i :issue/priority _] [(ground 7) ?x]]");
+snap!(order_by_constant, "[:find ?i ?x :in $ ?x :where [?i :issue/title _] :order ?x (desc ?i)]", Some("[\"zz\"]"));
 snap!(order_outside_find, "[:find ?i :where [?i :issue/priority ?p] [?i :issue/title ?t] :order ?t]");
 snap!(with_without_aggregates, "[:find ?p :with ?i :where [?i :issue/priority ?p]]");
 snap!(
@@ -275,6 +287,14 @@ fn error_malformed_edn() {
         PlanError::Edn { what: "inputs", .. }
     ));
     assert!(matches!(err("[:find :where [?e :user/name]]", None), PlanError::Syntax { .. }));
+}
+
+#[test]
+fn error_return_maps() {
+    let e = err("[:find ?e ?n :keys id :where [?e :user/name ?n]]", None);
+    assert!(e.to_string().contains("2 elements, 1 names"), "{e}");
+    let e = err("[:find [?n ...] :keys n :where [?e :user/name ?n]]", None);
+    assert!(e.to_string().contains("relation or tuple"), "{e}");
 }
 
 #[test]

@@ -3,15 +3,15 @@
 //! The columns of the source query are named by attribute idents (`SELECT carrier AS ":airline/code" ...`);
 //! NULL means "no datom". The whole import is a handful of SQL statements, never a loop over rows:
 //!
-//! 1. **stage**: the source is materialized once into a connection-local temporary table; its `rowid`
-//!    (dense, `0..n`) numbers the rows.
+//! 1. **stage**: the source is materialized once into a connection-local temporary table, with a row number
+//!    `0..n`.
 //! 2. **check types**: one scan over the columns whose DuckDB type differs from the attribute's column type
 //!    finds the first value that does not cast (or that a cast would change, such as `1.5` for a long).
 //! 3. **resolve refs**: a ref column named in `refs` holds values of the target's unique attribute; they
 //!    resolve like lookup refs by a join against `cur_<target>`. Missing targets are an error naming the
 //!    value, or (with [`MissingRefs::Create`]) new entities that get only their identity datom.
 //! 4. **upsert**: a row whose `:db.unique/identity` value some entity already has is that entity; the other
-//!    rows get new entids, `next_user + rowid` (or a dense numbering when some rows upserted).
+//!    rows get new entids, `next_user + row` (or a dense numbering when some rows upserted).
 //! 5. **write**: one `INSERT INTO cur_<aid> ... SELECT` and one into `hist_<aid>` per column. For upserted
 //!    entities, values they already have are skipped and a cardinality-one attribute's old value is
 //!    retracted (deleted from current state, recorded in history).
@@ -29,9 +29,15 @@ use edn_format::Value as Edn;
 use planner::layout::{self, quote_ident, StoreName};
 use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// An import running longer than this reports its steps on stderr.
+pub const PROGRESS_AFTER: Duration = Duration::from_secs(5);
 
 /// The staged source rows.
 const SRC: &str = "mentat_import_src";
+/// The staged row number column, `0..n` (a table's `rowid` is not: inside a transaction it starts at 2^55).
+const ROW: &str = "mentat_import_row";
 /// Row number to entid, when some rows upsert to existing entities.
 const ENT: &str = "mentat_import_ent";
 /// Ref target values that no entity has yet.
@@ -130,19 +136,25 @@ pub struct ImportReport {
 /// for a row whose identity values reach two entities, [`StorageError::DuckDb`] for a source that fails.
 pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
     let _writer = store.lock_writer();
-    let state = store.state();
+    let started = Instant::now();
     conn.execute_batch("BEGIN TRANSACTION")?;
-    let mut job = Import { conn, store: &store.name, schema: &state.schema, parts: state.parts, datoms: 0 };
-    match job.run(source_sql, opts) {
-        Ok(report) => {
-            let t = std::time::Instant::now();
-            let c = conn.execute_batch("COMMIT");
-            if std::env::var("MENTAT_TRACE").is_ok() { eprintln!("{:8.3}s COMMIT", t.elapsed().as_secs_f64()); }
-            if let Err(e) = c {
+    // Inside the transaction, so that the partition marks read here are the ones this import moves.
+    let run = || -> Result<(ImportReport, StoreState)> {
+        let state = store.refresh(conn)?;
+        let mut job =
+            Import { conn, store: &store.name, schema: &state.schema, parts: state.parts, datoms: 0, started };
+        let report = job.run(source_sql, opts)?;
+        job.progress("committing");
+        Ok((report, StoreState { schema: state.schema.clone(), parts: job.parts }))
+    };
+    match run() {
+        Ok((report, state)) => {
+            if let Err(e) = conn.execute_batch("COMMIT") {
                 let _ = conn.execute_batch("ROLLBACK");
                 return Err(e.into());
             }
-            store.set_state(StoreState { schema: state.schema.clone(), parts: job.parts });
+            // Also forgets the store's unique-value cache, which this import did not keep up to date.
+            store.set_state(state);
             Ok(report)
         }
         Err(e) => {
@@ -237,14 +249,21 @@ struct Import<'a> {
     schema: &'a Schema,
     parts: crate::store::Partitions,
     datoms: i64,
+    started: Instant,
 }
 
 impl<'a> Import<'a> {
     fn exec(&mut self, sql: &str) -> Result<usize> {
-        let t = std::time::Instant::now();
-        let n = self.conn.execute(sql, [])?;
-        if std::env::var("MENTAT_TRACE").is_ok() { eprintln!("{:8.3}s {}", t.elapsed().as_secs_f64(), &sql[..sql.len().min(150)]); }
-        Ok(n)
+        Ok(self.conn.execute(sql, [])?)
+    }
+
+    /// Progress of a long import, on stderr: DuckDB's progress bar cannot see into a table function's own
+    /// statements, so an import that has run longer than [`PROGRESS_AFTER`] says what it is doing.
+    fn progress(&self, step: &str) {
+        let t = self.started.elapsed();
+        if t >= PROGRESS_AFTER {
+            eprintln!("mentat_import: {:>6.1} s  {step}", t.as_secs_f64());
+        }
     }
 
     /// Runs a statement that writes datoms and counts them.
@@ -266,32 +285,22 @@ impl<'a> Import<'a> {
     fn run(&mut self, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
         let tx = self.parts.next_tx;
         self.parts.next_tx += 1;
-        self.exec(&format!("CREATE OR REPLACE TEMP TABLE {SRC} AS SELECT * FROM ({source_sql})"))?;
-        let (total, end): (i64, i64) = self.conn.query_row(
-            &format!("SELECT count(*), coalesce(max(rowid) + 1, 0) FROM {SRC}"),
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        if total != end {
-            // rowids are dense (0..n) in a freshly created table; renumber if that ever stops being so.
-            self.conn.execute_batch(&format!(
-                "CREATE OR REPLACE TEMP TABLE {DATOMS} AS SELECT * FROM {SRC} ORDER BY rowid; DROP TABLE {SRC}; \
-                 ALTER TABLE {DATOMS} RENAME TO {SRC}"
-            ))?;
-        }
+        let source_sql = source_sql.trim().trim_end_matches(';');
+        self.exec(&format!(
+            "CREATE OR REPLACE TEMP TABLE {SRC} AS SELECT row_number() OVER () - 1 AS {ROW}, * FROM ({source_sql})"
+        ))?;
+        let total: i64 = self.conn.query_row(&format!("SELECT count(*) FROM {SRC}"), [], |r| r.get(0))?;
+        self.progress(&format!("staged {total} rows"));
         let columns = self.columns(opts)?;
         self.check_types(&columns)?;
         let created_refs = self.resolve_refs(&columns, opts, tx)?;
         let upserted = self.upsert(&columns, total)?;
         let new_rows = total - upserted;
         self.check_unique(&columns, upserted > 0)?;
-        let entity = if upserted > 0 {
-            format!(" JOIN {ENT} x ON x.n = s.rowid")
-        } else {
-            String::new()
-        };
-        let e_expr = if upserted > 0 { "x.e".to_string() } else { format!("({} + s.rowid)", self.parts.next_user) };
+        let entity = if upserted > 0 { format!(" JOIN {ENT} x ON x.n = s.{ROW}") } else { String::new() };
+        let e_expr = if upserted > 0 { "x.e".to_string() } else { format!("({} + s.{ROW})", self.parts.next_user) };
         for (k, c) in columns.iter().enumerate() {
+            self.progress(&format!("writing {} ({}/{} columns, {} rows)", c.attr.ident, k + 1, columns.len(), total));
             let (join, v) = c.value(k, self.store, false);
             let from = format!("{SRC} s{entity}{join} WHERE {} IS NOT NULL", c.col());
             let (cur, hist) = (self.store.current(c.attr.entid), self.store.history(c.attr.entid));
@@ -303,9 +312,7 @@ impl<'a> Import<'a> {
             self.exec(&format!(
                 "CREATE OR REPLACE TEMP TABLE {DATOMS} AS SELECT x.e AS e, {v} AS v, x.existed AS existed FROM {from}"
             ))?;
-            self.exec(&format!(
-                "DELETE FROM {DATOMS} d USING {cur} c WHERE d.existed AND c.e = d.e AND c.v = d.v"
-            ))?;
+            self.exec(&format!("DELETE FROM {DATOMS} d USING {cur} c WHERE d.existed AND c.e = d.e AND c.v = d.v"))?;
             if !c.attr.many {
                 self.exec(&format!(
                     "CREATE OR REPLACE TEMP TABLE {REPLACED} AS SELECT c.e, c.v FROM {cur} c \
@@ -345,7 +352,7 @@ impl<'a> Import<'a> {
         let refs: BTreeMap<&str, &str> = opts.refs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
         let form = |name: &str| format!("column {} of mentat_import", quote_ident(name));
         let mut out = Vec::new();
-        for (name, source_type) in described {
+        for (name, source_type) in described.into_iter().skip(1) {
             let attr = self
                 .schema
                 .attribute_by_ident(&name)
@@ -388,15 +395,17 @@ impl<'a> Import<'a> {
 
     /// One scan over the columns whose type differs from their attribute's: the first value that does not cast.
     fn check_types(&self, columns: &[Column<'_>]) -> Result<()> {
-        let checks: Vec<(&Column<'_>, String)> =
-            columns.iter().filter_map(|c| c.bad_value().map(|b| (c, b))).collect();
+        let checks: Vec<(&Column<'_>, String)> = columns.iter().filter_map(|c| c.bad_value().map(|b| (c, b))).collect();
         if checks.is_empty() {
             return Ok(());
         }
         let select: Vec<String> = checks
             .iter()
             .map(|(c, bad)| {
-                format!("arg_min(CAST({} AS VARCHAR), rowid) FILTER (WHERE {bad}), min(rowid) FILTER (WHERE {bad})", c.col())
+                format!(
+                    "arg_min(CAST({} AS VARCHAR), {ROW}) FILTER (WHERE {bad}), (min({ROW}) FILTER (WHERE {bad}))::VARCHAR",
+                    c.col()
+                )
             })
             .collect();
         let row = self
@@ -406,9 +415,15 @@ impl<'a> Import<'a> {
             if let (Some(Some(value)), Some(Some(rowid))) = (row.get(2 * i), row.get(2 * i + 1)) {
                 return Err(StorageError::WrongType {
                     value: layout::quote_str(value),
-                    attribute: c.target.map_or(c.attr.ident.clone(), |t| format!("{} (through {})", t.ident, c.attr.ident)),
+                    attribute: c
+                        .target
+                        .map_or(c.attr.ident.clone(), |t| format!("{} (through {})", t.ident, c.attr.ident)),
                     expected: c.value_type().ident().to_string(),
-                    form: format!("column {} of mentat_import, source row {}", quote_ident(&c.name), rowid.parse::<i64>().unwrap_or(0) + 1),
+                    form: format!(
+                        "column {} of mentat_import, source row {}",
+                        quote_ident(&c.name),
+                        rowid.parse::<i64>().unwrap_or(0) + 1
+                    ),
                 });
             }
         }
@@ -437,11 +452,10 @@ impl<'a> Import<'a> {
                  (SELECT 1 FROM {cur} t WHERE t.v = u.v)",
                 values.join(" UNION ALL ")
             ))?;
-            let (n, first): (i64, Option<String>) = self.conn.query_row(
-                &format!("SELECT count(*), min(v)::VARCHAR FROM {MISSING}"),
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
+            let (n, first): (i64, Option<String>) =
+                self.conn.query_row(&format!("SELECT count(*), min(v)::VARCHAR FROM {MISSING}"), [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
             if n == 0 {
                 continue;
             }
@@ -473,7 +487,7 @@ impl<'a> Import<'a> {
 
     /// Matches rows to existing entities through their `:db.unique/identity` columns. When some row matches,
     /// fills `ENT(n, e, existed)` for every row and returns the number of matched rows; otherwise returns 0 and
-    /// rows take `next_user + rowid`. Two rows with one identity value, or a row whose identity values reach two
+    /// rows take `next_user + row`. Two rows with one identity value, or a row whose identity values reach two
     /// entities, are errors.
     fn upsert(&mut self, columns: &[Column<'_>], total: i64) -> Result<i64> {
         let ids: Vec<(usize, &Column<'_>)> =
@@ -493,7 +507,7 @@ impl<'a> Import<'a> {
             olds.push(format!("i{k}.e"));
         }
         self.exec(&format!(
-            "CREATE OR REPLACE TEMP TABLE {OLDS} AS SELECT s.rowid AS n, [{}] AS olds FROM {SRC} s{joins}",
+            "CREATE OR REPLACE TEMP TABLE {OLDS} AS SELECT s.{ROW} AS n, [{}] AS olds FROM {SRC} s{joins}",
             olds.join(", ")
         ))?;
         let conflict = self.first_row(
@@ -512,9 +526,7 @@ impl<'a> Import<'a> {
                 second: num(2),
             });
         }
-        self.exec(&format!(
-            "CREATE OR REPLACE TEMP TABLE {OLD} AS SELECT n, list_min(olds) AS old FROM {OLDS}"
-        ))?;
+        self.exec(&format!("CREATE OR REPLACE TEMP TABLE {OLD} AS SELECT n, list_min(olds) AS old FROM {OLDS}"))?;
         let twice = self.first_row(
             &format!("SELECT old::VARCHAR, min(n)::VARCHAR, max(n)::VARCHAR FROM {OLD} WHERE old IS NOT NULL GROUP BY old HAVING count(*) > 1 LIMIT 1"),
             3,
@@ -528,8 +540,7 @@ impl<'a> Import<'a> {
                 num(0)
             )));
         }
-        let matched: i64 =
-            self.conn.query_row(&format!("SELECT count(old) FROM {OLD}"), [], |r| r.get(0))?;
+        let matched: i64 = self.conn.query_row(&format!("SELECT count(old) FROM {OLD}"), [], |r| r.get(0))?;
         if matched == 0 {
             return Ok(0);
         }
@@ -547,7 +558,7 @@ impl<'a> Import<'a> {
         let (join, v) = c.value(k, self.store, false);
         let dup = self.first_row(
             &format!(
-                "SELECT v::VARCHAR, min(n)::VARCHAR, max(n)::VARCHAR FROM (SELECT {v} AS v, s.rowid AS n FROM {SRC} s{join} \
+                "SELECT v::VARCHAR, min(n)::VARCHAR, max(n)::VARCHAR FROM (SELECT {v} AS v, s.{ROW} AS n FROM {SRC} s{join} \
                  WHERE {} IS NOT NULL) GROUP BY v HAVING count(*) > 1 LIMIT 1",
                 c.col()
             ),
@@ -572,9 +583,9 @@ impl<'a> Import<'a> {
             self.check_duplicates(k, c, ":db.unique/value")?;
             let (join, v) = c.value(k, self.store, false);
             let (entity, e_expr) = if upserted {
-                (format!(" JOIN {ENT} x ON x.n = s.rowid"), "x.e".to_string())
+                (format!(" JOIN {ENT} x ON x.n = s.{ROW}"), "x.e".to_string())
             } else {
-                (String::new(), format!("({} + s.rowid)", self.parts.next_user))
+                (String::new(), format!("({} + s.{ROW})", self.parts.next_user))
             };
             let held = self.first_row(
                 &format!(

@@ -4,6 +4,8 @@
 //! decides which DuckDB it talks to.
 
 pub mod error;
+pub mod import;
+pub mod parquet;
 pub mod txparse;
 pub mod value;
 

@@ -249,7 +249,15 @@ impl Scope {
                 };
                 match joined {
                     Some(ty) => {
-                        self.alg.filters.push(equate(&prev, &bound));
+                        // A refinable side (input values, typed when the scope finishes) takes the joined type.
+                        let retype = |t: &TExpr| {
+                            if t.refinable {
+                                TExpr { expr: t.expr.clone(), ty: ty.clone(), refinable: true }
+                            } else {
+                                t.clone()
+                            }
+                        };
+                        self.alg.filters.push(equate(&retype(&prev), &retype(&bound)));
                         if local {
                             let refined = TExpr { expr: prev.expr.clone(), ty, refinable: false };
                             self.alg.bindings.insert(var.clone(), VarBinding::Expr(refined));
@@ -408,7 +416,14 @@ impl Scope {
                     lateral: false,
                     on: vec![],
                 }];
-                Query::Select(Box::new(Select { items, from, ..Default::default() }))
+                // A constant value is compared in each attribute's own type (a keyword is an entid for a ref
+                // attribute and text for a keyword attribute), inside the part, where the scan can use it.
+                let filters = v_const
+                    .as_ref()
+                    .and_then(|c| coerce(ctx, c, &Ty::Value(a.value_type)))
+                    .map(|lit| vec![Expr::eq(Expr::col(&d, "v"), lit)])
+                    .unwrap_or_default();
+                Query::Select(Box::new(Select { items, from, filters, ..Default::default() }))
             })
             .collect();
         let alias = ctx.alias("t");
@@ -417,7 +432,7 @@ impl Scope {
         self.add_source(alias.clone(), union, key_of(t, key_cols), vars_of(t));
         let cols = [("e", Ty::REF), ("a", Ty::REF), ("v", v_ty), ("tx", Ty::REF), ("added", Ty::BOOLEAN)];
         for (i, (col, ty)) in cols.into_iter().enumerate() {
-            if col == "added" && !ctx.history() {
+            if (col == "added" && !ctx.history()) || (col == "v" && v_const.is_some()) {
                 continue;
             }
             self.bind_term(ctx, &t[i], TExpr::new(Expr::col(&alias, col), ty), form)?;
@@ -571,6 +586,11 @@ impl Scope {
                         });
                     }
                 }
+            }
+            // An empty input (the scope is pruned already) still needs one row for valid SQL: typed NULLs,
+            // which the pruned scope's `WHERE false` discards.
+            if rows.is_empty() {
+                rows.push(tys.iter().map(|_| Expr::Lit(crate::sql::Lit::Null)).collect());
             }
             // DuckDB types a VALUES column from its rows: casting the first row pins the declared type.
             if let Some(first) = rows.first_mut() {

@@ -1,0 +1,217 @@
+"""Timing drivers: single-client samples, client sweeps, the mixed writer/readers run and the update-heavy run.
+Every answer is checked against the truth outside the timed span; a wrong answer raises WrongAnswer."""
+import random
+import threading
+import time
+
+import numpy as np
+
+from . import workload as W
+
+
+def pct(xs, q):
+    if not len(xs):
+        return float("nan")
+    return float(np.percentile(np.asarray(xs, dtype=np.float64), q))
+
+
+def stats(lat_ms, elapsed=None):
+    n = len(lat_ms)
+    tot = elapsed if elapsed else (sum(lat_ms) / 1000.0)
+    return {"samples": n, "p50_ms": pct(lat_ms, 50), "p95_ms": pct(lat_ms, 95), "p99_ms": pct(lat_ms, 99),
+            "ops_s": (n / tot) if tot else float("nan")}
+
+
+class Arg:
+    """Rotating arguments for a scenario (probe users, probe issues)."""
+
+    def __init__(self, ds, scenario, offset=0):
+        t = ds.truth
+        if scenario == "q1":
+            self.vals = [p["email"] for p in t["probe_users"]] + ds.ib_emails()[:20]
+        elif scenario in ("q2", "as_of"):
+            self.vals = [p["email"] for p in t["probe_users"]]
+        elif scenario == "pull":
+            self.vals = [p["idx"] for p in t["probe_issues"]]
+        elif scenario == "input_bindings":
+            self.vals = [ds.ib_emails()]
+        else:
+            self.vals = [None]
+        self.i = offset
+
+    def next(self):
+        v = self.vals[self.i % len(self.vals)]
+        self.i += 1
+        return v
+
+
+def call(sess, scenario, arg):
+    """Runs one question; returns the raw answer."""
+    if scenario in ("q3", "q4", "since"):
+        return getattr(sess, scenario)()
+    return getattr(sess, scenario)(arg)
+
+
+def verify(sess, scenario, raw, ds, peer, arg):
+    if scenario == "pull":
+        raw = sess.norm_pull(raw)
+    W.check(scenario, raw, ds, peer, arg)
+
+
+def single(sess, scenario, ds, peer, opts):
+    """Warm-up, then samples until >= min_samples and >= min_time, or max_time has passed (at least 3)."""
+    args = Arg(ds, scenario)
+    for _ in range(opts.warmup):
+        a = args.next()
+        verify(sess, scenario, call(sess, scenario, a), ds, peer, a)
+    lat = []
+    t_end_min = time.perf_counter() + opts.min_time
+    t_end_max = time.perf_counter() + opts.max_time
+    while True:
+        a = args.next()
+        t = time.perf_counter()
+        raw = call(sess, scenario, a)
+        lat.append((time.perf_counter() - t) * 1000)
+        verify(sess, scenario, raw, ds, peer, a)
+        now = time.perf_counter()
+        if (len(lat) >= opts.samples and now >= t_end_min) or (now >= t_end_max and len(lat) >= 3):
+            break
+    return stats(lat)
+
+
+def _run_threads(n, target, duration):
+    stop = threading.Event()
+    errors = []
+
+    def wrap(i):
+        try:
+            target(i, stop)
+        except BaseException as e:  # noqa: BLE001 - carried to the caller
+            errors.append(e)
+            stop.set()
+    ths = [threading.Thread(target=wrap, args=(i,), daemon=True) for i in range(n)]
+    t0 = time.perf_counter()
+    for th in ths:
+        th.start()
+    stop.wait(duration)
+    stop.set()
+    for th in ths:
+        th.join(timeout=120)
+    elapsed = time.perf_counter() - t0
+    wrong = [e for e in errors if isinstance(e, W.WrongAnswer)]
+    if wrong:
+        raise wrong[0]
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def sweep(peer, ds, opts, clients, mix):
+    """`mix` of read scenarios in equal parts at each client count: {clients: stats}."""
+    out = {}
+    sessions = [peer.session() for _ in range(max(clients))]
+    for s in sessions[:1]:  # warm-up
+        for sc in mix:
+            a = Arg(ds, sc).next()
+            verify(s, sc, call(s, sc, a), ds, peer.name, a)
+    for n in clients:
+        lats = [[] for _ in range(n)]
+
+        def client(i, stop):
+            s = sessions[i]
+            args = {sc: Arg(ds, sc, i) for sc in mix}
+            k = i
+            while not stop.is_set():
+                sc = mix[k % len(mix)]
+                k += 1
+                a = args[sc].next()
+                t = time.perf_counter()
+                raw = call(s, sc, a)
+                lats[i].append((time.perf_counter() - t) * 1000)
+                verify(s, sc, raw, ds, peer.name, a)
+        el = _run_threads(n, client, opts.sweep_time)
+        all_lat = [x for l in lats for x in l]
+        out[n] = stats(all_lat, el)
+    return out
+
+
+def write_mixed(peer, ds, opts):
+    """One writer alternating the two single-datom transactions; 8 readers alternating q1 and q2."""
+    pool = ds.writable_idxs()
+    labels = [r[1] for r in ds.labels]
+    n_readers = 8
+    sessions = [peer.session() for _ in range(n_readers + 1)]
+    wl, rl = [], [[] for _ in range(n_readers)]
+
+    def worker(i, stop):
+        s = sessions[i]
+        if i == n_readers:
+            rnd = random.Random(7)
+            k = 0
+            while not stop.is_set():
+                idx = int(pool[rnd.randrange(len(pool))])
+                t = time.perf_counter()
+                if k % 2 == 0:
+                    s.write_state(idx, W.STATES[rnd.randrange(5)])
+                else:
+                    s.write_label(idx, labels[rnd.randrange(len(labels))])
+                wl.append((time.perf_counter() - t) * 1000)
+                k += 1
+            return
+        args = {"q1": W_arg(ds, "q1", i), "q2": W_arg(ds, "q2", i)}
+        k = i
+        while not stop.is_set():
+            sc = "q1" if k % 2 == 0 else "q2"
+            k += 1
+            a = args[sc].next()
+            t = time.perf_counter()
+            raw = call(s, sc, a)
+            rl[i].append((time.perf_counter() - t) * 1000)
+            verify(s, sc, raw, ds, peer.name, a)
+    el = _run_threads(n_readers + 1, worker, opts.mixed_time)
+    return {"writer": stats(wl, el), "readers": stats([x for l in rl for x in l], el)}
+
+
+def W_arg(ds, sc, i):
+    return Arg(ds, sc, i)
+
+
+def update_heavy(peer, ds, opts, n_clients=64):
+    """64 closed-loop clients: 95% single-datom updates of :issue/state, 5% point reads; scrambled Zipfian keys."""
+    pool = ds.writable_idxs()
+    z = W.ScrambledZipf(len(pool), seed=11)
+    sessions = [peer.session() for _ in range(n_clients)]
+    ev = [[] for _ in range(n_clients)]  # (end time, latency ms, is_write)
+    keys = [pool[z.sample(200000)] for _ in range(1)][0]
+    t_start = [0.0]
+
+    def client(i, stop):
+        s = sessions[i]
+        rnd = random.Random(1000 + i)
+        k = i * 3001
+        while not stop.is_set():
+            idx = int(keys[k % len(keys)])
+            k += 1
+            t = time.perf_counter()
+            if rnd.random() < 0.95:
+                s.write_state(idx, W.STATES[rnd.randrange(5)])
+                ev[i].append((time.perf_counter(), (time.perf_counter() - t) * 1000, True))
+            else:
+                raw = s.point_read(idx)
+                ev[i].append((time.perf_counter(), (time.perf_counter() - t) * 1000, False))
+                W.check("point_read", raw, ds, peer.name, idx)
+    t_start[0] = time.perf_counter()
+    el = _run_threads(n_clients, client, opts.update_time)
+    allev = [e for l in ev for e in l]
+    secs = max(1, int(el))
+    buckets = np.zeros(secs + 1)
+    for t_end, _, _ in allev:
+        b = int(t_end - t_start[0])
+        if b <= secs:
+            buckets[b] += 1
+    per_sec = buckets[:secs] if secs >= 1 else buckets
+    wl = [x[1] for x in allev if x[2]]
+    rl = [x[1] for x in allev if not x[2]]
+    return {"all": stats([x[1] for x in allev], el), "writes": stats(wl, el), "reads": stats(rl, el),
+            "per_second": {"p1": pct(per_sec, 1), "p50": pct(per_sec, 50), "p99": pct(per_sec, 99),
+                           "min": float(per_sec.min()), "max": float(per_sec.max()), "seconds": int(secs)}}

@@ -1,0 +1,193 @@
+//! `mentat_import` (set-based bulk import of any SQL query, [`storage::import`]) and `mentat_export` /
+//! `mentat_import_store` (a whole store as Parquet files and back, [`storage::parquet`]).
+
+use crate::Instance;
+use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+use planner::layout::{StoreName, DEFAULT_STORE};
+use std::error::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use storage::import::{ImportOptions, MissingRefs};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// `mentat_import(source_sql VARCHAR [, store := VARCHAR] [, refs := VARCHAR] [, missing_refs := VARCHAR])`
+///
+/// Imports every row of the query `source_sql` (`SELECT ...`, `FROM t`, `FROM read_csv(...)`,
+/// `FROM read_parquet(...)`, a join) as one entity, in one transaction committed on mentat's own connection (as
+/// `mentat_transact` is). Columns are named by attribute idents (`SELECT carrier AS ":airline/code"`) and cast to
+/// the attribute's type; NULL is no datom. `refs := '{:flight/dest :airport/faa}'` makes a ref column's values
+/// values of the target's unique attribute, resolved like lookup refs; `missing_refs := 'create'` creates a
+/// missing target with only that attribute, `'error'` (the default) fails naming the value. A row whose
+/// `:db.unique/identity` value an entity has is that entity (upsert: new cardinality-one values replace old ones).
+/// The source runs on mentat's connection: it sees the database's tables and files, not the caller's temporary
+/// tables. The store must exist (transact its schema first).
+///
+/// Returns one row: `tx BIGINT`, `tx_instant TIMESTAMPTZ`, `entities BIGINT` (source rows), `created BIGINT`
+/// (entids allocated: new rows plus created ref targets), `datoms BIGINT` (asserted plus retracted, with the
+/// `:db/txInstant` datom). On error nothing is written and the error names the column, value or row.
+pub struct Import;
+
+pub struct ImportBind {
+    instance: Arc<Instance>,
+    source: String,
+    store: StoreName,
+    opts: ImportOptions,
+}
+
+pub struct Once {
+    done: AtomicBool,
+}
+
+fn named(bind: &BindInfo, name: &str) -> Option<String> {
+    bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string())
+}
+
+impl VTab for Import {
+    type InitData = Once;
+    type BindData = ImportBind;
+
+    fn bind(bind: &BindInfo) -> Res<ImportBind> {
+        bind.add_result_column("tx", LogicalTypeHandle::from(LogicalTypeId::Bigint));
+        bind.add_result_column("tx_instant", LogicalTypeHandle::from(LogicalTypeId::TimestampTZ));
+        for c in ["entities", "created", "datoms"] {
+            bind.add_result_column(c, LogicalTypeHandle::from(LogicalTypeId::Bigint));
+        }
+        let source = bind.get_parameter(0);
+        if source.is_null() {
+            return Err("mentat_import: the source query is NULL".into());
+        }
+        let refs = match named(bind, "refs") {
+            Some(edn) => ImportOptions::parse_refs(&edn)?,
+            None => Vec::new(),
+        };
+        let missing_refs = match named(bind, "missing_refs") {
+            Some(s) => MissingRefs::parse(&s)?,
+            None => MissingRefs::Error,
+        };
+        let store = named(bind, "store").unwrap_or_else(|| DEFAULT_STORE.to_string());
+        let ptr = bind.get_extra_info::<Arc<Instance>>();
+        // SAFETY: DuckDB stores the Arc we registered as extra info for the lifetime of the function.
+        let instance = unsafe { ptr.as_ref() }.cloned().ok_or("mentat: missing extension state")?;
+        Ok(ImportBind {
+            instance,
+            source: source.to_string(),
+            store: StoreName::parse(&store)?,
+            opts: ImportOptions { refs, missing_refs },
+        })
+    }
+
+    fn init(_: &InitInfo) -> Res<Once> {
+        Ok(Once { done: AtomicBool::new(false) })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        if func.get_init_data().done.swap(true, Ordering::SeqCst) {
+            output.set_len(0);
+            return Ok(());
+        }
+        let b = func.get_bind_data();
+        let conn = b.instance.pool.get()?;
+        let store = b.instance.stores.open(&conn, &b.store, false)?;
+        let r = storage::import::import(&conn, &store, &b.source, &b.opts)?;
+        for (i, x) in [r.tx, r.tx_instant, r.entities, r.created, r.datoms].into_iter().enumerate() {
+            let mut v = output.flat_vector(i);
+            // SAFETY: every column is BIGINT or TIMESTAMPTZ, both i64; row 0 is within any vector's capacity.
+            unsafe { v.as_mut_slice::<i64>()[0] = x };
+        }
+        output.set_len(1);
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(
+            ["store", "refs", "missing_refs"]
+                .into_iter()
+                .map(|n| (n.to_string(), LogicalTypeHandle::from(LogicalTypeId::Varchar)))
+                .collect(),
+        )
+    }
+}
+
+/// Registers `mentat_import`, `mentat_export` and `mentat_import_store` on `con`.
+pub fn register(con: &duckdb::Connection, instance: &Arc<Instance>) -> Res<()> {
+    con.register_table_function_with_extra_info::<Import, _>("mentat_import", instance)?;
+    con.register_table_function_with_extra_info::<Parquet<true>, _>("mentat_export", instance)?;
+    con.register_table_function_with_extra_info::<Parquet<false>, _>("mentat_import_store", instance)?;
+    Ok(())
+}
+
+/// `mentat_export(dir VARCHAR [, store := VARCHAR])` (`EXPORT` = true) writes the whole store as one Parquet file
+/// per table into `dir` (layout: `storage::parquet`); `mentat_import_store(dir VARCHAR [, store := VARCHAR])`
+/// rebuilds a store that does not exist yet from such a directory, with the same entids, in one transaction.
+///
+/// Both return one row: `files BIGINT`, `current BIGINT` (current-state datoms), `history BIGINT` (history rows).
+/// Errors: a missing store (export), an existing store or a directory without an export (import), unreadable or
+/// unwritable files.
+pub struct Parquet<const EXPORT: bool>;
+
+pub struct ParquetBind {
+    instance: Arc<Instance>,
+    dir: String,
+    store: StoreName,
+}
+
+impl<const EXPORT: bool> VTab for Parquet<EXPORT> {
+    type InitData = Once;
+    type BindData = ParquetBind;
+
+    fn bind(bind: &BindInfo) -> Res<ParquetBind> {
+        for c in ["files", "current", "history"] {
+            bind.add_result_column(c, LogicalTypeHandle::from(LogicalTypeId::Bigint));
+        }
+        let dir = bind.get_parameter(0);
+        if dir.is_null() {
+            return Err("mentat: the directory is NULL".into());
+        }
+        let store = named(bind, "store").unwrap_or_else(|| DEFAULT_STORE.to_string());
+        let ptr = bind.get_extra_info::<Arc<Instance>>();
+        // SAFETY: DuckDB stores the Arc we registered as extra info for the lifetime of the function.
+        let instance = unsafe { ptr.as_ref() }.cloned().ok_or("mentat: missing extension state")?;
+        Ok(ParquetBind { instance, dir: dir.to_string(), store: StoreName::parse(&store)? })
+    }
+
+    fn init(_: &InitInfo) -> Res<Once> {
+        Ok(Once { done: AtomicBool::new(false) })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        if func.get_init_data().done.swap(true, Ordering::SeqCst) {
+            output.set_len(0);
+            return Ok(());
+        }
+        let b = func.get_bind_data();
+        let conn = b.instance.pool.get()?;
+        let r = if EXPORT {
+            let store = b.instance.stores.open(&conn, &b.store, false)?;
+            storage::parquet::export(&conn, &store, &b.dir)?
+        } else {
+            b.instance.stores.forget(&b.store);
+            storage::parquet::import_store(&conn, &b.dir, &b.store)?
+        };
+        for (i, x) in [r.files, r.current, r.history].into_iter().enumerate() {
+            let mut v = output.flat_vector(i);
+            // SAFETY: every column is BIGINT (i64); row 0 is within any vector's capacity.
+            unsafe { v.as_mut_slice::<i64>()[0] = x };
+        }
+        output.set_len(1);
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), LogicalTypeHandle::from(LogicalTypeId::Varchar))])
+    }
+}

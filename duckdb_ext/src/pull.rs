@@ -1,0 +1,167 @@
+//! `mentat_pull` and `mentat_pull_many`: Datomic's pull as table functions returning typed STRUCTs.
+//!
+//! * `mentat_pull(pattern VARCHAR, entity ANY [, store := VARCHAR, as_of := ANY, since := ANY, history := BOOLEAN])`
+//! * `mentat_pull_many(pattern VARCHAR, entities LIST [, same named parameters])`
+//!
+//! Both return `e BIGINT` (the entity id, NULL for a lookup ref that matches nothing) and `pull STRUCT(...)`,
+//! whose type follows from the pattern and the schema (see `planner::pull` for the shape rules: one field per
+//! attribute named by its ident without the colon or its `:as` name; cardinality-many and reverse attributes
+//! as LISTs; refs without sub-pattern as `STRUCT("db/id" BIGINT)`; `*` as `"db/id"` plus every non-bootstrap
+//! attribute). `mentat_pull` returns exactly one row; `mentat_pull_many` one row per element of the list, in
+//! order, duplicates repeated, as Datomic's pull-many.
+//!
+//! An entity is an integer entid, an ident keyword text (`':state/open'`, resolved against the schema; an
+//! unknown ident is an error) or a lookup ref text (`'[:user/email "a@b.c"]'`, on a unique attribute). A
+//! missing attribute is a NULL field; an entity with none of the pattern's attributes has a NULL `pull`
+//! (Datomic's nil) unless the pattern asks for `:db/id` or `*`, which give `{"db/id": e}` with NULL fields.
+//!
+//! `as_of` and `since` take a tx entid or a TIMESTAMPTZ, as in `mentat_q`; `history := true` is an error (pull
+//! reads a database value, as in Datomic). The pull of one entity is one SQL statement, prepared once per
+//! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
+
+use crate::query::{bind_statement, drop_box, finish_bind, function, init, named, time_bound, value_text, Bound};
+use crate::Instance;
+use duckdb::ffi;
+use planner::layout::{StoreName, DEFAULT_STORE};
+use planner::QueryOptions;
+use std::ffi::{c_void, CStr};
+use std::sync::Arc;
+
+struct Extra {
+    instance: Arc<Instance>,
+    many: bool,
+}
+
+/// Owns a `duckdb_value` and destroys it on drop.
+struct Owned(ffi::duckdb_value);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the value was created or handed over to us and is destroyed once.
+            unsafe { ffi::duckdb_destroy_value(&mut self.0) };
+        }
+    }
+}
+
+fn is_integer(id: ffi::duckdb_type) -> bool {
+    matches!(
+        id,
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_USMALLINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UTINYINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT
+    )
+}
+
+unsafe fn text_param(info: ffi::duckdb_bind_info, name: &CStr) -> Option<String> {
+    named(info, name).map(|v| value_text(Owned(v).0))
+}
+
+unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
+    let extra = &*(ffi::duckdb_bind_get_extra_info(info) as *const Extra);
+    let what = if extra.many { "mentat_pull_many" } else { "mentat_pull" };
+    let pattern = Owned(ffi::duckdb_bind_get_parameter(info, 0));
+    if ffi::duckdb_is_null_value(pattern.0) {
+        return Err(format!("{what}: the pattern is NULL"));
+    }
+    let pattern = value_text(pattern.0);
+    let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
+    let store = StoreName::parse(&text_param(info, c"store").unwrap_or_else(|| DEFAULT_STORE.to_string()))?;
+    let history = match named(info, c"history") {
+        Some(v) => ffi::duckdb_get_bool(Owned(v).0),
+        None => false,
+    };
+    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
+    let schema = {
+        let conn = extra.instance.pool.get()?;
+        extra.instance.stores.open(&conn, &store, false).map_err(|e| e.to_string())?.schema()
+    };
+    let compiled = planner::compile_pull(&pattern, &schema, &store, &opts).map_err(|e| e.to_string())?;
+    let entity_sql = |text: &str| planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string());
+    let names = ["e", "pull"];
+    let instance = &extra.instance;
+    if ffi::duckdb_is_null_value(entity.0) {
+        let sql = compiled.entities_sql(&if extra.many { vec![] } else { vec!["NULL".to_string()] });
+        return bind_statement(info, instance, &sql, &names, &[]);
+    }
+    let ty = ffi::duckdb_get_value_type(entity.0);
+    let id = ffi::duckdb_get_type_id(ty);
+    if !extra.many {
+        if is_integer(id) {
+            return bind_statement(info, instance, &compiled.one_sql(), &names, &[entity.0]);
+        }
+        let expr = entity_sql(&value_text(entity.0))?;
+        return match expr.parse::<i64>() {
+            // an ident: bind its entid, so that the statement stays the cached one
+            Ok(e) => {
+                let v = Owned(ffi::duckdb_create_int64(e));
+                bind_statement(info, instance, &compiled.one_sql(), &names, &[v.0])
+            }
+            Err(_) => bind_statement(info, instance, &compiled.entities_sql(&[expr]), &names, &[]),
+        };
+    }
+    if id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_LIST {
+        return Err(format!("{what}: the entities are a LIST of entids, idents or lookup refs"));
+    }
+    let mut child = ffi::duckdb_list_type_child_type(ty);
+    let child_id = ffi::duckdb_get_type_id(child);
+    ffi::duckdb_destroy_logical_type(&mut child);
+    if is_integer(child_id) {
+        return bind_statement(info, instance, &compiled.many_sql(), &names, &[entity.0]);
+    }
+    let n = ffi::duckdb_get_list_size(entity.0);
+    let mut exprs = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let item = Owned(ffi::duckdb_get_list_child(entity.0, i));
+        exprs.push(if item.0.is_null() || ffi::duckdb_is_null_value(item.0) {
+            "NULL".to_string()
+        } else {
+            entity_sql(&value_text(item.0))?
+        });
+    }
+    bind_statement(info, instance, &compiled.entities_sql(&exprs), &names, &[])
+}
+
+unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
+    finish_bind(info, std::panic::catch_unwind(|| unsafe { bind_inner(info) }), "compiling the pull");
+}
+
+/// Registers `mentat_pull` and `mentat_pull_many` (see the module docs).
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point.
+pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
+    for (name, many) in [(c"mentat_pull", false), (c"mentat_pull_many", true)] {
+        let mut tf = ffi::duckdb_create_table_function();
+        ffi::duckdb_table_function_set_name(tf, name.as_ptr());
+        let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
+        let mut any = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY);
+        let mut boolean = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN);
+        ffi::duckdb_table_function_add_parameter(tf, varchar);
+        ffi::duckdb_table_function_add_parameter(tf, any);
+        ffi::duckdb_table_function_add_named_parameter(tf, c"store".as_ptr(), varchar);
+        ffi::duckdb_table_function_add_named_parameter(tf, c"as_of".as_ptr(), any);
+        ffi::duckdb_table_function_add_named_parameter(tf, c"since".as_ptr(), any);
+        ffi::duckdb_table_function_add_named_parameter(tf, c"history".as_ptr(), boolean);
+        ffi::duckdb_destroy_logical_type(&mut varchar);
+        ffi::duckdb_destroy_logical_type(&mut any);
+        ffi::duckdb_destroy_logical_type(&mut boolean);
+        let extra = Box::new(Extra { instance: instance.clone(), many });
+        ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(extra) as *mut c_void, Some(drop_box::<Extra>));
+        ffi::duckdb_table_function_set_bind(tf, Some(bind));
+        ffi::duckdb_table_function_set_init(tf, Some(init));
+        ffi::duckdb_table_function_set_function(tf, Some(function));
+        let rc = ffi::duckdb_register_table_function(con, tf);
+        ffi::duckdb_destroy_table_function(&mut tf);
+        if rc != ffi::DuckDBSuccess {
+            return Err(format!("could not register {}", name.to_string_lossy()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! A whole store as Parquet files, and back.
+//!
+//! Layout of an export directory: one Parquet file per table of the store, named as the table:
+//!
+//! * `meta.parquet` (`key`, `value`) and `partitions.parquet` (`ident`, `start`, `next`);
+//! * `cur_<aid>.parquet` (`e`, `v`, `tx`) and `hist_<aid>.parquet` (`e`, `v`, `tx`, `added`) for every attribute,
+//!   bootstrap ones included, so the schema (`cur_1` .. `cur_8`) and the transactions (`cur_9`, `:db/txInstant`)
+//!   travel as datoms like any other.
+//!
+//! Values keep their column types (`v` is BIGINT, VARCHAR, DOUBLE, BOOLEAN, TIMESTAMPTZ, UUID or BLOB as
+//! [`planner::schema::ValueType::sql_type`] says), and entids are kept, so a store rebuilt from the files answers
+//! every query, as-of and history query included, exactly as the exported one.
+
+use crate::error::{Result, StorageError};
+use crate::store::{self, Store};
+use duckdb::Connection;
+use planner::layout::{self, quote_str, StoreName};
+
+/// What [`export`] and [`import_store`] report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParquetReport {
+    /// Parquet files written or read.
+    pub files: i64,
+    /// Rows of the current-state tables (datoms true now).
+    pub current: i64,
+    /// Rows of the history tables.
+    pub history: i64,
+}
+
+fn file(dir: &str, table: &str) -> String {
+    quote_str(&format!("{}/{table}.parquet", dir.trim_end_matches('/')))
+}
+
+/// Writes every table of `store` into `dir` (created if missing) as `<table>.parquet`, from one snapshot (one
+/// read transaction under the store's writer lock, so no transaction lands half-way). Existing files of the same
+/// names are overwritten. Errors: [`StorageError::DuckDb`] when a file cannot be written.
+pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetReport> {
+    let _writer = store.lock_writer();
+    let name = &store.name;
+    let mut st = conn.prepare(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = ? \
+         AND (? = '' AND database_name = current_database() OR database_name = ?) ORDER BY table_name",
+    )?;
+    let catalog = name.catalog.clone().unwrap_or_default();
+    let tables: Vec<String> =
+        st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    std::fs::create_dir_all(dir).map_err(|e| StorageError::Store(format!("cannot create {dir}: {e}")))?;
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    let run = || -> Result<ParquetReport> {
+        let mut report = ParquetReport { files: 0, current: 0, history: 0 };
+        for t in &tables {
+            let n = conn.execute(&format!("COPY {} TO {} (FORMAT parquet)", name.table(t), file(dir, t)), [])? as i64;
+            report.files += 1;
+            if t.starts_with("cur_") {
+                report.current += n;
+            } else if t.starts_with("hist_") {
+                report.history += n;
+            }
+        }
+        Ok(report)
+    };
+    let out = run();
+    let _ = conn.execute_batch("COMMIT");
+    out
+}
+
+/// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction.
+/// The store must not exist yet. Errors: [`StorageError::Store`] when it exists, or when the directory holds
+/// no export (no `partitions.parquet`) or a table file of an attribute its schema does not have;
+/// [`StorageError::DuckDb`] for unreadable files.
+pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
+    let exists: i64 = conn.query_row(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'partitions' \
+         AND (? = '' AND database_name = current_database() OR database_name = ?)",
+        duckdb::params![
+            name.schema,
+            name.catalog.clone().unwrap_or_default(),
+            name.catalog.clone().unwrap_or_default()
+        ],
+        |r| r.get(0),
+    )?;
+    if exists > 0 {
+        return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
+    }
+    let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+    let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
+    let files: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    if !files.iter().any(|f| f == "partitions") {
+        return Err(StorageError::Store(format!("{dir} holds no exported store (no partitions.parquet)")));
+    }
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    let run = || -> Result<ParquetReport> {
+        let mut report = ParquetReport { files: 0, current: 0, history: 0 };
+        conn.execute_batch(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {s};
+             CREATE TABLE {meta} (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
+             CREATE TABLE {parts} (ident VARCHAR NOT NULL, start BIGINT NOT NULL, next BIGINT NOT NULL);
+             INSERT INTO {meta} SELECT key, value FROM read_parquet({mf});
+             INSERT INTO {parts} SELECT ident, start, next FROM read_parquet({pf});",
+            s = name.sql(),
+            meta = name.table("meta"),
+            parts = name.table("partitions"),
+            mf = file(dir, "meta"),
+            pf = file(dir, "partitions"),
+        ))?;
+        report.files += 2;
+        let mut done = std::collections::HashSet::new();
+        let mut load = |attrs: Vec<planner::schema::Attribute>, report: &mut ParquetReport| -> Result<()> {
+            for a in attrs {
+                if !done.insert(a.entid) {
+                    continue;
+                }
+                for sql in store::attribute_ddl(name, &a) {
+                    conn.execute_batch(&sql)?;
+                }
+                for (table, cols, hist) in [
+                    (layout::current_table_name(a.entid), "e, v, tx", false),
+                    (layout::history_table_name(a.entid), "e, v, tx, added", true),
+                ] {
+                    if files.contains(&table) {
+                        let n = conn.execute(
+                            &format!(
+                                "INSERT INTO {} SELECT {cols} FROM read_parquet({})",
+                                name.table(&table),
+                                file(dir, &table)
+                            ),
+                            [],
+                        )? as i64;
+                        report.files += 1;
+                        if hist {
+                            report.history += n;
+                        } else {
+                            report.current += n;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        };
+        load(layout::bootstrap_schema().attributes().into_iter().cloned().collect(), &mut report)?;
+        let state = store::load_state(conn, name)?;
+        load(state.schema.attributes().into_iter().cloned().collect(), &mut report)?;
+        if report.files != files.len() as i64 {
+            let known: Vec<String> = state
+                .schema
+                .attributes()
+                .iter()
+                .flat_map(|a| [layout::current_table_name(a.entid), layout::history_table_name(a.entid)])
+                .chain(["meta".to_string(), "partitions".to_string()])
+                .collect();
+            let stray: Vec<&String> = files.iter().filter(|f| !known.contains(f)).collect();
+            return Err(StorageError::Store(format!(
+                "{dir} holds files of no attribute of the exported schema: {stray:?}"
+            )));
+        }
+        Ok(report)
+    };
+    match run() {
+        Ok(r) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,170 @@
+"""mentat_pull / mentat_pull_many: Datomic's pull patterns as typed STRUCT values (shape rules in planner/src/pull.rs)."""
+import duckdb
+import pyarrow as pa
+import pytest
+
+from conftest import transact
+
+SCHEMA = """[
+ {:db/ident :user/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+ {:db/ident :user/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :user/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}
+ {:db/ident :user/manager :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}
+ {:db/ident :issue/title :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :issue/priority :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+ {:db/ident :issue/assignee :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}
+ {:db/ident :issue/label :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}
+ {:db/ident :issue/comment :db/valueType :db.type/ref :db/cardinality :db.cardinality/many :db/isComponent true}
+ {:db/ident :comment/text :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :label/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}]"""
+
+
+@pytest.fixture
+def db(con):
+    transact(con, SCHEMA)
+    r = transact(con, """[
+      {:db/id "ann" :user/email "ann@x" :user/name "Ann" :user/friend ["bob" "cat"]}
+      {:db/id "bob" :user/email "bob@x" :user/name "Bob" :user/friend "cat" :user/manager "ann"}
+      {:db/id "cat" :user/email "cat@x" :user/name "Cat" :user/friend "ann" :user/manager "bob"}
+      {:db/id "l1" :label/name "bug"} {:db/id "l2" :label/name "ui"} {:db/id "l3" :label/name "perf"}
+      {:db/id "i1" :issue/title "crash" :issue/priority 3 :issue/assignee "bob" :issue/label ["l1" "l2" "l3"]
+       :issue/comment [{:db/id "c1" :comment/text "first"} {:db/id "c2" :comment/text "second"}]}
+      {:db/id "i2" :issue/title "typo" :issue/assignee "bob"}]""")
+    return con, r["tempids"]
+
+
+def pull(con, pattern, entity, **named):
+    args = ["?", "?"] + [f"{k} := ?" for k in named]
+    return con.execute(f"SELECT pull FROM mentat_pull({', '.join(args)})", [pattern, entity, *named.values()]).fetchall()[0][0]
+
+
+def test_attributes_and_db_id(db):
+    con, ids = db
+    assert pull(con, "[:issue/title :issue/priority]", ids["i1"]) == {"issue/title": "crash", "issue/priority": 3}
+    assert pull(con, "[:db/id :issue/title]", ids["i2"]) == {"db/id": ids["i2"], "issue/title": "typo"}
+    # refs without sub-pattern: {"db/id"}; cardinality many: a list ordered by value
+    got = pull(con, "[:issue/assignee :issue/label]", ids["i1"])
+    assert got == {"issue/assignee": {"db/id": ids["bob"]},
+                   "issue/label": [{"db/id": ids[k]} for k in sorted(["l1", "l2", "l3"], key=ids.get)]}
+    # a missing attribute is a NULL field
+    assert pull(con, "[:issue/title :issue/priority :issue/label]", ids["i2"]) == {
+        "issue/title": "typo", "issue/priority": None, "issue/label": None}
+
+
+def test_nested_and_reverse(db):
+    con, ids = db
+    got = pull(con, "[:issue/title {:issue/assignee [:user/name {:user/manager [:user/email]}]}"
+                    " {:issue/label [:label/name]}]", ids["i1"])
+    assert got == {"issue/title": "crash",
+                   "issue/assignee": {"user/name": "Bob", "user/manager": {"user/email": "ann@x"}},
+                   "issue/label": [{"label/name": "bug"}, {"label/name": "ui"}, {"label/name": "perf"}]}
+    got = pull(con, "[:user/name :issue/_assignee {:user/_manager [:user/name]}]", ids["bob"])
+    assert got == {"user/name": "Bob",
+                   "issue/_assignee": [{"db/id": ids["i1"]}, {"db/id": ids["i2"]}],
+                   "user/_manager": [{"user/name": "Cat"}]}
+    # reverse with nothing pointing here: NULL
+    assert pull(con, "[:user/name :issue/_assignee]", ids["ann"]) == {"user/name": "Ann", "issue/_assignee": None}
+
+
+def test_options_limit_default_as(db):
+    con, ids = db
+    i1, i2 = ids["i1"], ids["i2"]
+    assert pull(con, "[[:issue/label :limit 2]]", i1)["issue/label"] == [{"db/id": ids["l1"]}, {"db/id": ids["l2"]}]
+    assert len(pull(con, "[(limit :issue/label 1)]", i1)["issue/label"]) == 1
+    assert len(pull(con, "[[:issue/label :limit nil]]", i1)["issue/label"]) == 3
+    assert pull(con, "[{(limit :issue/label 2) [:label/name]}]", i1) == {
+        "issue/label": [{"label/name": "bug"}, {"label/name": "ui"}]}
+    assert pull(con, "[[:issue/priority :default 0] (default :issue/title \"none\")]", i2) == {
+        "issue/priority": 0, "issue/title": "typo"}
+    assert pull(con, "[[:issue/title :as \"t\"] [:issue/priority :as :p :default -1]]", i2) == {"t": "typo", "p": -1}
+    with pytest.raises(duckdb.Error, match="type mismatch"):
+        pull(con, "[[:issue/priority :default \"x\"]]", i2)
+
+
+def test_recursion(db):
+    con, ids = db
+    # manager chain, two levels, then {"db/id"} at the limit
+    got = pull(con, "[:user/name {:user/manager 2}]", ids["cat"])
+    assert got == {"user/name": "Cat", "user/manager": {
+        "user/name": "Bob", "user/manager": {"user/name": "Ann", "user/manager": None}}}
+    got = pull(con, "[:user/name {:user/manager 1}]", ids["cat"])
+    assert got == {"user/name": "Cat", "user/manager": {"user/name": "Bob", "user/manager": {"db/id": ids["ann"]}}}
+    # `...` is bounded (4 levels); the friend cycle is expanded up to the bound
+    got = pull(con, "[:user/name {:user/friend ...}]", ids["cat"])
+    depth, node = 0, got
+    while isinstance(node, dict) and "user/name" in node:
+        depth += 1
+        node = node["user/friend"][0]
+    assert depth == 5 and set(node) == {"db/id"}
+
+
+def test_wildcard_and_components(db):
+    con, ids = db
+    got = pull(con, "[*]", ids["i1"])
+    assert list(got)[:2] == ["db/id", "user/email"]  # db/id, then every attribute by entid
+    assert got["db/id"] == ids["i1"] and got["issue/title"] == "crash" and got["user/name"] is None
+    # components are pulled with [*] recursively
+    assert [c["comment/text"] for c in got["issue/comment"]] == ["first", "second"]
+    assert got["issue/comment"][0]["db/id"] == ids["c1"]
+    assert got["issue/label"] == [{"db/id": ids[k]} for k in ("l1", "l2", "l3")]
+    # an explicit spec next to * replaces that attribute's field
+    got = pull(con, "[* {:issue/assignee [:user/name]}]", ids["i1"])
+    assert got["issue/assignee"] == {"user/name": "Bob"} and got["issue/title"] == "crash"
+
+
+def test_missing_entity_and_entity_forms(db):
+    con, ids = db
+    # Datomic: nil for an entity without any of the attributes; {:db/id e} when the pattern asks for it
+    assert con.execute("SELECT * FROM mentat_pull('[:user/name]', 999999)").fetchall() == [(999999, None)]
+    got = con.execute("SELECT * FROM mentat_pull('[:db/id :user/name]', 999999)").fetchall()
+    assert got == [(999999, {"db/id": 999999, "user/name": None})]
+    assert pull(con, "[*]", 999999)["db/id"] == 999999
+    # lookup refs and idents
+    assert pull(con, "[:user/name]", '[:user/email "cat@x"]') == {"user/name": "Cat"}
+    assert con.execute("SELECT * FROM mentat_pull('[:user/name]', '[:user/email \"nobody\"]')").fetchall() == [
+        (None, None)]
+    ident = con.execute("SELECT entid FROM mentat_schema() WHERE ident = ':user/name'").fetchall()[0][0]
+    assert con.execute("SELECT * FROM mentat_pull('[:db/ident]', ':user/name')").fetchall() == [
+        (ident, {"db/ident": ":user/name"})]
+    for bad, msg in [("[:nope/x]", "unknown attribute"), ("[{:user/name [:user/email]}]", "ref attribute"),
+                     ("[:user/name", "malformed EDN"), (":user/name", "vector")]:
+        with pytest.raises(duckdb.Error, match=msg):
+            pull(con, bad, ids["ann"])
+    with pytest.raises(duckdb.Error, match="unknown ident"):
+        pull(con, "[:user/name]", ":no/such")
+    with pytest.raises(duckdb.Error, match="history"):
+        pull(con, "[:user/name]", ids["ann"], history=True)
+
+
+def test_pull_many(db):
+    con, ids = db
+    got = con.execute("SELECT e, pull FROM mentat_pull_many('[:user/name]', ?)",
+                      [[ids["cat"], ids["ann"], 999999, ids["cat"]]]).fetchall()
+    assert got == [(ids["cat"], {"user/name": "Cat"}), (ids["ann"], {"user/name": "Ann"}), (999999, None),
+                   (ids["cat"], {"user/name": "Cat"})]
+    got = con.execute("SELECT e, pull FROM mentat_pull_many('[:user/name]', "
+                      "['[:user/email \"bob@x\"]', ':user/email'])").fetchall()
+    assert got[0] == (ids["bob"], {"user/name": "Bob"}) and got[1][1] is None
+    assert con.execute("SELECT count(*) FROM mentat_pull_many('[:user/name]', []::BIGINT[])").fetchall() == [(0,)]
+    # joins like any table function
+    got = con.execute("SELECT p.pull.\"user/name\" FROM mentat_pull_many('[:user/name]', ?) p ORDER BY 1",
+                      [[ids["ann"], ids["bob"]]]).fetchall()
+    assert got == [("Ann",), ("Bob",)]
+
+
+def test_types_seen_from_python(db):
+    con, ids = db
+    ty = con.execute("SELECT typeof(pull) FROM mentat_pull("
+                     "'[:db/id :issue/title {:issue/assignee [:user/name]} :issue/label :issue/_assignee]', ?)",
+                     [ids["i1"]]).fetchall()[0][0]
+    assert ty == ('STRUCT("db/id" BIGINT, "issue/title" VARCHAR, "issue/assignee" STRUCT("user/name" VARCHAR), '
+                  '"issue/label" STRUCT("db/id" BIGINT)[], "issue/_assignee" STRUCT("db/id" BIGINT)[])')
+    t = con.sql(f"SELECT * FROM mentat_pull('[:issue/title {{:issue/label [:label/name]}} :issue/assignee]', "
+                f"{ids['i1']})").arrow().read_all()
+    field = t.schema.field("pull").type
+    assert pa.types.is_struct(field)
+    assert field.field("issue/title").type == pa.string()
+    assert pa.types.is_list(field.field("issue/label").type)
+    assert field.field("issue/label").type.value_type == pa.struct([("label/name", pa.string())])
+    assert field.field("issue/assignee").type == pa.struct([("db/id", pa.int64())])
+    assert t.column("pull").to_pylist()[0]["issue/label"][0] == {"label/name": "bug"}
