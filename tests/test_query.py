@@ -34,7 +34,8 @@ from conftest import cli, connect, transact
 UTC = dt.timezone.utc
 
 SCHEMA = """[
- {:db/ident :person/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+ {:db/ident :person/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one
+  :db/unique :db.unique/identity}
  {:db/ident :person/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
  {:db/ident :person/score :db/valueType :db.type/double :db/cardinality :db.cardinality/one}
  {:db/ident :person/active :db/valueType :db.type/boolean :db/cardinality :db.cardinality/one}
@@ -182,8 +183,15 @@ def test_other_aggregates(db):
     assert q(db, "[:find (min 2 ?p) . :where [?i :item/price ?p]]") == [([5, 10],)]
     assert q(db, "[:find (max 2 ?p) . :where [?i :item/price ?p]]") == [([20, 10],)]
     assert sorted(q(db, "[:find (distinct ?p) . :where [?i :item/price ?p]]")[0][0]) == [5, 10, 20]
-    assert sorted(q(db, "[:find ?on (distinct ?t) :where [?i :item/owner ?o] [?o :person/name ?on] "
-                        "[?i :item/tag ?t]]"), key=lambda r: r[0])[0][1] is not None
+    got = q(db, "[:find ?on (distinct ?t) :where [?i :item/owner ?o] [?o :person/name ?on] [?i :item/tag ?t]]")
+    assert sorted((on, sorted(ts)) for on, ts in got) == [("alice", [":tag/a", ":tag/b", ":tag/c"]),
+                                                           ("bob", [":tag/a"])]
+    assert columns(db, "[:find (distinct ?t) :where [_ :item/tag ?t]]") == [("distinct_t", "VARCHAR[]")]
+    # count-distinct, median and stddev over a bag
+    got = q(db, "[:find (count-distinct ?p) (median ?p) (stddev ?p) :with ?i :where [?i :item/price ?p]]")
+    mean = sum(prices) / len(prices)
+    assert got[0][:2] == (3, 10.0)
+    assert got[0][2] == pytest.approx((sum((x - mean) ** 2 for x in prices) / len(prices)) ** 0.5)
 
 
 def test_min_max_over_instants_and_strings(db):
@@ -272,7 +280,8 @@ def test_nested_not_and_or(db):
     assert got == sorted([(o, i) for i, (_, o, _) in ITEMS.items()] + [("eve", "thing")])
     # an or-join that reads outer variables in its branches (a lateral union)
     got = sorted(q(db, "[:find ?n ?x :where [?p :person/name ?n] [?p :person/age ?a] (or-join [?p ?a ?x] "
-                       "(and [(> ?a 29)] [(ground \"old\") ?x]) (and [?p :person/active false] [(ground \"inactive\") ?x]))]"))
+                       "(and [(> ?a 29)] [(ground \"old\") ?x]) "
+                       "(and [?p :person/active false] [(ground \"inactive\") ?x]))]"))
     assert got == [("alice", "old"), ("bob", "inactive"), ("carol", "old"), ("dave", "old"), ("eve", "inactive")]
     # not-join over input values that match no entity
     assert sorted(q(db, "[:find ?n :in $ [?n ...] :where (not-join [?n] [?p :person/name ?n])]",
@@ -302,7 +311,8 @@ def test_predicates_on_strings_and_instants(db):
     assert sorted(q(db, '[:find ?n :where [_ :person/name ?n] [(>= ?n "carol")]]')) == [("carol",), ("dave",), ("eve",)]
     assert sorted(q(db, '[:find ?n :where [_ :person/name ?n] [(not= ?n "carol" )]]')) == \
         [(n,) for n in PEOPLE if n != "carol"]
-    q_inst = '[:find ?n :where [?p :person/name ?n] [?p :person/born ?b] [(> ?b #inst "1990-06-01T00:00:00.000-00:00")]]'
+    q_inst = ('[:find ?n :where [?p :person/name ?n] [?p :person/born ?b] '
+              '[(> ?b #inst "1990-06-01T00:00:00.000-00:00")]]')
     assert sorted(q(db, q_inst)) == [("bob",), ("dave",)]
     # variadic: a < b < c
     q_between = ('[:find ?n :where [?p :person/name ?n] [?p :person/born ?b] '
@@ -388,7 +398,8 @@ def test_lookup_refs_as_inputs(db):
     assert sorted(q(db, query, '[[[:person/name "bob"] [:person/name "dave"]]]')) == \
         sorted([(ids["bob"], 25), (ids["dave"], 40)])
     # lookup refs and entids mixed
-    assert sorted(q(db, query, f'[[[:person/name "bob"] {ids["eve"]}]]')) == sorted([(ids["bob"], 25), (ids["eve"], 25)])
+    assert sorted(q(db, query, f'[[[:person/name "bob"] {ids["eve"]}]]')) == \
+        sorted([(ids["bob"], 25), (ids["eve"], 25)])
     # a lookup ref to nothing matches nothing
     assert q(db, "[:find ?a . :in $ ?p :where [?p :person/age ?a]]", '[[:person/name "zed"]]') == []
     # and a lookup ref constant inside a pattern
@@ -479,7 +490,8 @@ def test_return_maps(db):
     assert columns(db, query) == [("name", "VARCHAR"), ("age", "BIGINT")]
     assert q(db, query) == [("dave", 40)]
     # one name per element; not with scalar or collection find specs
-    assert "2 elements, 1 names" in error(db, "[:find ?n ?a :keys name :where [?p :person/name ?n] [?p :person/age ?a]]")
+    assert "2 elements, 1 names" in error(
+        db, "[:find ?n ?a :keys name :where [?p :person/name ?n] [?p :person/age ?a]]")
     assert "relation or tuple" in error(db, "[:find [?n ...] :keys name :where [?p :person/name ?n]]")
 
 
@@ -501,6 +513,21 @@ def test_column_names_and_types(db):
         ["n", "count_i", "count_distinct_i", "max_p"]
 
 
+def test_bytes_and_uri(con):
+    transact(con, "[{:db/ident :f/data :db/valueType :db.type/bytes :db/cardinality :db.cardinality/one} "
+                  "{:db/ident :f/url :db/valueType :db.type/uri :db/cardinality :db.cardinality/one}]")
+    f = transact(con, r'[{:db/id "f" :f/data "a\\x41" :f/url "https://x.y/z"}]')["tempids"]["f"]
+    query = "[:find ?d ?u :where [?f :f/data ?d] [?f :f/url ?u]]"
+    assert columns(con, query) == [("d", "BLOB"), ("u", "VARCHAR")]
+    # the transactor stores a string given for bytes as its UTF-8 bytes: a backslash, then x41
+    assert q(con, query) == [(b"a\\x41", "https://x.y/z")]
+    # and a string constant for a bytes attribute means the same bytes
+    assert q(con, r'[:find ?f :where [?f :f/data "a\\x41"]]') == [(f,)]
+    assert q(con, "[:find ?f :in $ ?d :where [?f :f/data ?d]]", r'["a\\x41"]') == [(f,)]
+    assert q(con, '[:find ?f :where [?f :f/data "aA"]]') == []
+    assert q(con, '[:find ?f :where [?f :f/url "https://x.y/z"]]') == [(f,)]
+
+
 def test_reverse_attributes(db):
     # who lists bob as a friend
     assert q(db, '[:find ?n :where [?b :person/name "bob"] [?b :person/_friend ?x] [?x :person/name ?n]]') == \
@@ -509,8 +536,8 @@ def test_reverse_attributes(db):
     assert sorted(q(db, '[:find ?n :where [?a :person/name "alice"] [?a :person/_manager ?x] [?x :person/name ?n]]')) \
         == [("bob",), ("carol",)]
     # items of alice through the reverse of :item/owner
-    assert sorted(q(db, '[:find [?in ...] :where [?a :person/name "alice"] [?a :item/_owner ?i] [?i :item/name ?in]]')) \
-        == [("doohickey",), ("gizmo",), ("widget",)]
+    got = q(db, '[:find [?in ...] :where [?a :person/name "alice"] [?a :item/_owner ?i] [?i :item/name ?in]]')
+    assert sorted(got) == [("doohickey",), ("gizmo",), ("widget",)]
 
 
 def test_reverse_of_a_non_ref_is_an_error(db):
@@ -537,6 +564,12 @@ def test_unbound_attribute(db):
     # and a keyword of a keyword attribute only
     status = q(db, "[:find ?x . :where [?x :db/ident :person/status]]")[0][0]
     assert q(db, "[:find ?e ?a :where [?e ?a :status/away]]") == [(ids["bob"], status)]
+    # order comparisons of the mixed values with a number or an instant read them as numbers or instants; values
+    # of other types (strings, keywords, booleans) drop out rather than compare as text
+    got = q(db, '[:find ?v :where [?e :person/name "alice"] [?e ?a ?v] [(> ?v 2)]]')
+    assert sorted(got) == sorted((str(x),) for x in (30, ids["bob"], ids["carol"], admin))
+    got = q(db, '[:find ?a :where [?e :person/name "alice"] [?e ?a ?v] [(< ?v #inst "1995-01-01T00:00:00.000-00:00")]]')
+    assert got == q(db, "[:find ?x :where [?x :db/ident :person/born]]")
     # the entity position given, the value joined to a typed variable
     got = q(db, "[:find ?ident :where [?b :person/name \"bob\"] [?a :person/name \"alice\"] [?b ?attr ?a] "
                 "[?attr :db/ident ?ident]]")
@@ -561,6 +594,16 @@ def test_unbound_attribute(db):
     ("[:find ?e :in $ ?x :where [?e :person/name ?x]]", '["unclosed', ["malformed EDN", "inputs"]),
     ("[:find ?x :where [?e :person/name ?n]]", None, ["unbound variable", "?x"]),
     ("[:find ?e :where [?e :person/name ?n] [(> ?m 3)]]", None, ["unbound variable", "?m"]),
+    ("", None, ["malformed EDN"]),
+    ("[:where [?p :person/name ?n]]", None, ["invalid query syntax", "needs :find"]),
+    ("[:find ?n :where [?p]]", None, ["invalid query syntax", "[?p]"]),
+    ("[:find ?n :where [?p :person/name ?n] [(frobnicate ?n) ?m]]", None, ["unknown function frobnicate"]),
+    ("[:find (sum ?n) :where [?p :person/name ?n]]", None, ["type mismatch", "(sum ?n)"]),
+    ("[:find (frob ?n) :where [?p :person/name ?n]]", None, ["(frob ?n)"]),
+    ("[:find ?n :where [?p :person/name ?n] (rule ?p)]", None, ["(rule ?p)", "rules"]),
+    ("[:find ?n :where [?p :person/name ?n]]", "[1]", ["wrong number of inputs"]),
+    ("[:find ?n :in $ ?l :where [?p :person/name ?n] :limit ?l]", "[-1]", ["-1", "negative"]),
+    ('[:find ?n :in $ [?n ...] :where [?p :person/name ?n]]', '["alice"]', ["bad input", '"alice"']),
 ])
 def test_errors_name_the_form(db, query, inputs, needles):
     msg = error(db, query, inputs)
@@ -624,6 +667,23 @@ def test_store_parameter(db):
     assert q(db, "[:find (count ?p) . :where [?p :person/name _]]", store="mentat") == [(5,)]
     with pytest.raises(duckdb.Error):
         q(db, "[:find ?p :where [?p :person/name _]]", store="no_such_store")
+
+
+def test_stores_in_other_schemas_and_catalogs(con, tmp_path):
+    con.execute(f"ATTACH '{tmp_path / 'other.duckdb'}' AS other")
+    n = "[{:db/ident :o/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]"
+    for store in ("other.mentat", "second"):
+        transact(con, n, store)
+    transact(con, "[{:o/n 7} {:o/n 8}]", "other.mentat")
+    transact(con, "[{:o/n 1}]", "second")
+    total = "[:find (sum ?n) . :where [_ :o/n ?n]]"
+    assert q(con, total, store="other.mentat") == [(15,)]
+    assert q(con, total, store="second") == [(1,)]
+    assert con.execute("SELECT * FROM query(mentat_sql(?, '[]', 'other.mentat'))", [total]).fetchall() == [(15,)]
+    # the default store has no :o/n
+    transact(con, "[]")
+    with pytest.raises(duckdb.Error, match="unknown attribute :o/n"):
+        q(con, total)
 
 
 # ---------------------------------------------------------------------------------------------------- big results

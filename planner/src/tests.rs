@@ -101,6 +101,12 @@ snap!(reverse_attribute, "[:find ?l :where [?i :issue/title \"t\"] [?l :issue/_l
 snap!(lookup_ref_input, "[:find ?a ?v :in $ ?e :where [?e ?a ?v]]", Some("[[:user/email \"u@x\"]]"));
 snap!(lookup_ref_constant, "[:find ?i :where [?i :issue/assignee [:user/email \"u@x\"]]]");
 snap!(unbound_attribute_mixed, "[:find ?a ?v :where [65536 ?a ?v]]");
+// Order comparisons of mixed values with numbers and instants read the text as that type (other values drop out).
+snap!(
+    unbound_attribute_ordered_compare,
+    "[:find ?a ?v :in $ ?t :where [65536 ?a ?v] [(> ?v 30)] [(<= ?v ?p)] [?x :issue/priority ?p] [(< ?v ?t)]]",
+    Some("[#inst \"2025-01-01T00:00:00Z\"]")
+);
 // A constant value under an unbound attribute is compared inside each attribute's part, in that attribute's type:
 // the keyword is an entid for ref attributes and text for keyword attributes.
 snap!(unbound_attribute_keyword_value, "[:find ?e ?a :where [?e ?a :priority/high]]");
@@ -359,4 +365,20 @@ fn dump() {
             Err(e) => println!("@@ERR {e}\n@@END"),
         }
     }
+}
+
+/// A string constant for a bytes attribute is its UTF-8 bytes (as the transactor stores a string given for
+/// bytes), made with `encode` so that backslashes stay literal.
+#[test]
+fn bytes_constant() {
+    let s = schema().with_attribute(Attribute::new(110, ":file/data", ValueType::Bytes));
+    let c = compile_query(
+        "[:find ?f :in $ ?d :where [?f :file/data \"a\\\\x41'\"] [?f :file/data ?d]]",
+        Some("[\"zz\"]"),
+        &s,
+        &store(),
+        &QueryOptions::default(),
+    )
+    .expect("compiles");
+    insta::assert_snapshot!(show(&c));
 }

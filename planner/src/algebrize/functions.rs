@@ -507,6 +507,11 @@ fn as_text(t: TExpr) -> Expr {
 /// One comparison of two operands, with Datomic's type rules: constants take the other side's
 /// type (a keyword compared with a ref is its entid); incomparable classes are an error.
 fn compare(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Result<Expr, PlanError> {
+    if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
+        if let Some(e) = ordered_mixed(ctx, op, a, b, form)? {
+            return Ok(e);
+        }
+    }
     let (ea, eb) = match (a, b) {
         (Operand::Typed(x), Operand::Typed(y)) => {
             check_classes(&x.ty, &y.ty, form)?;
@@ -521,6 +526,32 @@ fn compare(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Resu
         }
     };
     Ok(Expr::bin(op, ea, eb))
+}
+
+/// An order comparison of a mixed-type value (an unbound attribute's `v`, held as text) with a number or an
+/// instant: the mixed side is read as that type with `try(CAST(...))`, so values of other types (NULL) drop out
+/// instead of comparing as text (where "5" > "30").
+fn ordered_mixed(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Result<Option<Expr>, PlanError> {
+    let ty_of = |o: &Operand| -> Result<Ty, PlanError> {
+        Ok(match o {
+            Operand::Typed(t) => t.ty.clone(),
+            Operand::Const(c) => c.natural_type(),
+        })
+    };
+    let (ta, tb) = (ty_of(a)?, ty_of(b)?);
+    let target = match (&ta, &tb) {
+        (Ty::Mixed, other) | (other, Ty::Mixed) => match other.class() {
+            Class::Number => "DOUBLE",
+            Class::Instant => "TIMESTAMPTZ",
+            _ => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    let side = |o: &Operand, ty: &Ty| -> Result<Expr, PlanError> {
+        let t = typed(ctx, o.clone(), form)?;
+        Ok(if *ty == Ty::Mixed { Expr::Func("try", vec![t.expr.cast(target)]) } else { t.expr })
+    };
+    Ok(Some(Expr::bin(op, side(a, &ta)?, side(b, &tb)?)))
 }
 
 fn check_classes(a: &Ty, b: &Ty, form: &Value) -> Result<(), PlanError> {

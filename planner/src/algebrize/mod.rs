@@ -716,6 +716,9 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
         | (Ty::Value(T::Instant), Constant::Instant(_))
         | (Ty::Value(T::Uuid), Constant::Uuid(_)) => literal(c),
         (Ty::Value(T::Double), Constant::Long(i)) => Some(Expr::Lit(crate::sql::Lit::Double(*i as f64))),
+        // Bytes are written as strings (their UTF-8 bytes, as the transactor stores them); `encode` makes the
+        // BLOB without reading backslash escapes, as a cast from text would.
+        (Ty::Value(T::Bytes), Constant::String(s)) => Some(Expr::Func("encode", vec![Expr::str(s)])),
         (Ty::Mixed, c) => c.text().map(|t| Expr::str(&t)),
         _ => None,
     }
