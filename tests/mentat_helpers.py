@@ -62,8 +62,14 @@ def cur_tx(con, ident, store="mentat"):
 
 
 def hist(con, ident, store="mentat"):
-    """(e, v, tx, added) of the history of an attribute, sorted by tx then added (retractions first)."""
-    return rows(con, f"SELECT e, v, tx, added FROM {store}.hist_{A.get(ident, ident)} ORDER BY tx, added, e, v")
+    """(e, v, tx, added) of every assertion and retraction of an attribute, sorted by tx then added (retractions
+    first). The layout keeps a current datom in cur_<aid>(e, v, tx) and a retracted one in
+    hist_<aid>(e, v, tx, retracted_tx), so the operations are: every row's assertion, and every hist row's
+    retraction."""
+    a = A.get(ident, ident)
+    return rows(con, f"SELECT e, v, tx, true AS added FROM {store}.cur_{a} "
+                     f"UNION ALL SELECT e, v, tx, true FROM {store}.hist_{a} "
+                     f"UNION ALL SELECT e, v, retracted_tx, false FROM {store}.hist_{a} ORDER BY 3, 4, 1, 2")
 
 
 def snapshot(con, schema="mentat"):

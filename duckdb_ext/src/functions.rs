@@ -5,6 +5,7 @@
 //! | `mentat_transact(edn VARCHAR [, store := VARCHAR])` | table | one Datomic-style transaction, committed on its own |
 //! | `mentat_import(source_sql VARCHAR [, store :=, refs :=, missing_refs :=])` | table | every row of a query becomes one entity, in one transaction (see `import.rs`) |
 //! | `mentat_export(dir VARCHAR [, store :=])`, `mentat_import_store(dir VARCHAR [, store :=])` | table | a whole store to Parquet files and back, same entids (see `import.rs`) |
+//! | `mentat_attach_parquet(dir VARCHAR [, store :=])` | table | an exported store opened read-only, its datoms read from the files (see `import.rs`) |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
 //! | `mentat_q(query VARCHAR [, inputs := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer (see `query.rs`) |
 //! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |

@@ -114,22 +114,29 @@ impl VTab for Import {
     }
 }
 
-/// Registers `mentat_import`, `mentat_export` and `mentat_import_store` on `con`.
+/// Registers `mentat_import`, `mentat_export`, `mentat_import_store` and `mentat_attach_parquet` on `con`.
 pub fn register(con: &duckdb::Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Import, _>("mentat_import", instance)?;
-    con.register_table_function_with_extra_info::<Parquet<true>, _>("mentat_export", instance)?;
-    con.register_table_function_with_extra_info::<Parquet<false>, _>("mentat_import_store", instance)?;
+    con.register_table_function_with_extra_info::<Parquet<EXPORT>, _>("mentat_export", instance)?;
+    con.register_table_function_with_extra_info::<Parquet<IMPORT_STORE>, _>("mentat_import_store", instance)?;
+    con.register_table_function_with_extra_info::<Parquet<ATTACH>, _>("mentat_attach_parquet", instance)?;
     Ok(())
 }
 
-/// `mentat_export(dir VARCHAR [, store := VARCHAR])` (`EXPORT` = true) writes the whole store as one Parquet file
-/// per table into `dir` (layout: `storage::parquet`); `mentat_import_store(dir VARCHAR [, store := VARCHAR])`
-/// rebuilds a store that does not exist yet from such a directory, with the same entids, in one transaction.
+/// `mentat_export(dir VARCHAR [, store := VARCHAR])` writes the whole store as one Parquet file per table into
+/// `dir` (layout: `storage::parquet`); `mentat_import_store(dir VARCHAR [, store := VARCHAR])` rebuilds a store
+/// that does not exist yet from such a directory, with the same entids, in one transaction;
+/// `mentat_attach_parquet(dir VARCHAR [, store := VARCHAR])` opens it as a read-only store whose datoms are read
+/// straight from the files (mentat_q works on it; mentat_import refuses it).
 ///
 /// Both return one row: `files BIGINT`, `current BIGINT` (current-state datoms), `history BIGINT` (history rows).
 /// Errors: a missing store (export), an existing store or a directory without an export (import), unreadable or
 /// unwritable files.
-pub struct Parquet<const EXPORT: bool>;
+pub struct Parquet<const MODE: u8>;
+
+const EXPORT: u8 = 0;
+const IMPORT_STORE: u8 = 1;
+const ATTACH: u8 = 2;
 
 pub struct ParquetBind {
     instance: Arc<Instance>,
@@ -137,7 +144,7 @@ pub struct ParquetBind {
     store: StoreName,
 }
 
-impl<const EXPORT: bool> VTab for Parquet<EXPORT> {
+impl<const MODE: u8> VTab for Parquet<MODE> {
     type InitData = Once;
     type BindData = ParquetBind;
 
@@ -167,12 +174,19 @@ impl<const EXPORT: bool> VTab for Parquet<EXPORT> {
         }
         let b = func.get_bind_data();
         let conn = b.instance.pool.get()?;
-        let r = if EXPORT {
-            let store = b.instance.stores.open(&conn, &b.store, false)?;
-            storage::parquet::export(&conn, &store, &b.dir)?
-        } else {
-            b.instance.stores.forget(&b.store);
-            storage::parquet::import_store(&conn, &b.dir, &b.store)?
+        let r = match MODE {
+            EXPORT => {
+                let store = b.instance.stores.open(&conn, &b.store, false)?;
+                storage::parquet::export(&conn, &store, &b.dir)?
+            }
+            _ => {
+                b.instance.stores.forget(&b.store);
+                if MODE == ATTACH {
+                    storage::parquet::attach(&conn, &b.dir, &b.store)?
+                } else {
+                    storage::parquet::import_store(&conn, &b.dir, &b.store)?
+                }
+            }
         };
         for (i, x) in [r.files, r.current, r.history].into_iter().enumerate() {
             let mut v = output.flat_vector(i);

@@ -4,7 +4,11 @@
 //! two tables, named by the attribute's entid so that renaming an ident never moves data:
 //!
 //! * `cur_<aid>(e BIGINT, v <type>, tx BIGINT)`: the current state, one row per datom that is true now.
-//! * `hist_<aid>(e BIGINT, v <type>, tx BIGINT, added BOOLEAN)`: every assertion and retraction ever made.
+//! * `hist_<aid>(e BIGINT, v <type>, tx BIGINT, retracted_tx BIGINT)`: the retracted datoms, one row per
+//!   assertion (made in `tx`) that was later retracted (in `retracted_tx`).
+//!
+//! Together they hold every assertion and retraction ever made: an assertion lives in `cur_` while it is
+//! true and moves to `hist_` with its retraction's tx when it is retracted.
 //!
 //! `<type>` is [`ValueType::sql_type`]. Current state never holds retracted datoms, so "now" queries never
 //! scan history. `partitions(ident, start, next)` holds the partition marks; `meta(key, value)` the layout

@@ -2,18 +2,19 @@
 //! [`QueryOptions`]. Every data pattern, lookup ref, `get-else` and `missing?` goes through
 //! [`Ctx::datoms`], so a query's whole view of the store changes in one place.
 //!
-//! Every source has the columns `e`, `v`, `tx` (and `added` for history):
+//! Every source has the columns `e`, `v`, `tx` (and `added` for history). The layout keeps a datom that is
+//! true now in `cur_<aid>(e, v, tx)` and a datom that was retracted in `hist_<aid>(e, v, tx, retracted_tx)`,
+//! one row per assertion that was later retracted, so each source is a plain filter:
 //!
 //! * now: `cur_<aid>`.
 //! * since T: `cur_<aid>` rows with `tx > T` (Datomic's since-db: what was asserted after T and is
 //!   still true now).
-//! * as-of T: the datoms asserted at or before T and not retracted at or before T, computed as
-//!   "current minus what changed after T": the current rows with `tx <= T`, plus the (e, v) pairs
-//!   that have a retraction after T and whose last operation at or before T was an assertion (taken
-//!   from `hist_<aid>`, with that assertion's tx). The two parts are disjoint, and the second part
-//!   only touches history rows of datoms that were retracted after T, so an as-of close to now costs
-//!   little more than a current read.
-//! * history: `hist_<aid>` (assertions and retractions, `added` exposed), bounded by as-of/since
+//! * as-of T: the datoms asserted at or before T and not retracted at or before T: the current rows
+//!   with `tx <= T`, and the retracted rows with `tx <= T < retracted_tx`. The parts are disjoint. Both
+//!   are range filters that DuckDB's zone maps prune (tables are appended in tx order), so an as-of
+//!   close to now reads little history.
+//! * history: every assertion (current and retracted rows, `added` true) and every retraction
+//!   (retracted rows at `retracted_tx`, `added` false), bounded by as-of/since on the operation's tx
 //!   when those are given too.
 //!
 //! A [`TimeBound::Instant`] resolves to the last transaction at or before the instant, through a
@@ -74,63 +75,37 @@ impl<'a> Ctx<'a> {
     pub fn datoms(&self, aid: Entid) -> TableSource {
         let as_of = self.opts.as_of.as_ref().map(|b| self.bound(b));
         let since = self.opts.since.as_ref().map(|b| self.bound(b));
-        if self.opts.history {
-            let table = TableSource::Table(self.store.history(aid));
-            return filtered(table, &["e", "v", "tx", "added"], as_of, since);
-        }
         let current = TableSource::Table(self.store.current(aid));
+        let retracted = TableSource::Table(self.store.history(aid));
+        let d = Name::new("d");
+        if self.opts.history {
+            let op = |table: TableSource, tx: &str, added: bool| {
+                Query::Select(Box::new(Select {
+                    items: vec![
+                        (Expr::col(&d, "e"), Some("e".into())),
+                        (Expr::col(&d, "v"), Some("v".into())),
+                        (Expr::col(&d, tx), Some("tx".into())),
+                        (Expr::bool(added), Some("added".into())),
+                    ],
+                    from: vec![item(table, &d)],
+                    filters: window(&d, tx, as_of.clone(), since.clone()),
+                    ..Default::default()
+                }))
+            };
+            let parts =
+                vec![op(current, "tx", true), op(retracted.clone(), "tx", true), op(retracted, "retracted_tx", false)];
+            return TableSource::Subquery(Box::new(Query::Union { all: true, parts }));
+        }
         match as_of {
             None => filtered(current, &["e", "v", "tx"], None, since),
             Some(t) => {
-                let live =
-                    select_cols(current, &["e", "v", "tx"], tx_window(&Name::new("d"), Some(t.clone()), since.clone()));
-                let undone = self.retracted_after(aid, t, since);
+                let live = select_cols(current, &["e", "v", "tx"], tx_window(&d, Some(t.clone()), since.clone()));
+                let mut filters = tx_window(&d, Some(t.clone()), since);
+                filters.push(Expr::bin(BinOp::Gt, Expr::col(&d, "retracted_tx"), t));
+                let undone = select_cols(retracted, &["e", "v", "tx"], filters);
                 TableSource::Subquery(Box::new(Query::Union { all: true, parts: vec![live, undone] }))
             }
         }
-    }
-
-    /// The datoms of `aid` live at T but retracted after T: (e, v) pairs with a retraction after T
-    /// whose last operation at or before T is an assertion, with that assertion's tx.
-    fn retracted_after(&self, aid: Entid, t: Expr, since: Option<Expr>) -> Query {
-        let h = Name::new("h");
-        let r = Name::new("r");
-        let retraction = Select {
-            from: vec![item(TableSource::Table(self.store.history(aid)), &r)],
-            filters: vec![
-                Expr::eq(Expr::col(&r, "e"), Expr::col(&h, "e")),
-                Expr::eq(Expr::col(&r, "v"), Expr::col(&h, "v")),
-                Expr::bin(BinOp::Gt, Expr::col(&r, "tx"), t.clone()),
-                Expr::col(&r, "added").negate(),
-            ],
-            ..Default::default()
-        };
-        let filters = vec![
-            Expr::bin(BinOp::Le, Expr::col(&h, "tx"), t),
-            Expr::Exists(Box::new(Query::Select(Box::new(retraction)))),
-        ];
-        let last_tx = Expr::Agg { func: "max", distinct: false, args: vec![Expr::col(&h, "tx")] };
-        let mut having = vec![Expr::Agg {
-            func: "arg_max",
-            distinct: false,
-            args: vec![Expr::col(&h, "added"), Expr::col(&h, "tx")],
-        }];
-        if let Some(s) = since {
-            // The surviving assertion must itself be after the since bound.
-            having.push(Expr::bin(BinOp::Gt, last_tx.clone(), s));
-        }
-        Query::Select(Box::new(Select {
-            items: vec![
-                (Expr::col(&h, "e"), Some("e".into())),
-                (Expr::col(&h, "v"), Some("v".into())),
-                (last_tx, Some("tx".into())),
-            ],
-            from: vec![item(TableSource::Table(self.store.history(aid)), &h)],
-            filters,
-            group_by: vec![Expr::col(&h, "e"), Expr::col(&h, "v")],
-            having,
-            ..Default::default()
-        }))
     }
 
     /// The tx entid of a time bound.
@@ -160,12 +135,17 @@ fn item(source: TableSource, alias: &Name) -> FromItem {
 }
 
 fn tx_window(alias: &Name, as_of: Option<Expr>, since: Option<Expr>) -> Vec<Expr> {
+    window(alias, "tx", as_of, since)
+}
+
+/// `col <= as_of AND col > since`, for whichever bounds are given.
+fn window(alias: &Name, col: &str, as_of: Option<Expr>, since: Option<Expr>) -> Vec<Expr> {
     let mut f = Vec::new();
     if let Some(t) = as_of {
-        f.push(Expr::bin(BinOp::Le, Expr::col(alias, "tx"), t));
+        f.push(Expr::bin(BinOp::Le, Expr::col(alias, col), t));
     }
     if let Some(s) = since {
-        f.push(Expr::bin(BinOp::Gt, Expr::col(alias, "tx"), s));
+        f.push(Expr::bin(BinOp::Gt, Expr::col(alias, col), s));
     }
     f
 }

@@ -12,9 +12,9 @@
 //!    value, or (with [`MissingRefs::Create`]) new entities that get only their identity datom.
 //! 4. **upsert**: a row whose `:db.unique/identity` value some entity already has is that entity; the other
 //!    rows get new entids, `next_user + row` (or a dense numbering when some rows upserted).
-//! 5. **write**: one `INSERT INTO cur_<aid> ... SELECT` and one into `hist_<aid>` per column. For upserted
-//!    entities, values they already have are skipped and a cardinality-one attribute's old value is
-//!    retracted (deleted from current state, recorded in history).
+//! 5. **write**: one `INSERT INTO cur_<aid> ... SELECT` per column. For upserted entities, values they already
+//!    have are skipped and a cardinality-one attribute's old value is retracted (deleted from current state and
+//!    moved to `hist_<aid>` with its assertion's tx and this transaction as `retracted_tx`).
 //!
 //! Everything runs in one DuckDB transaction on the caller's connection under the store's writer lock, with one
 //! transaction entity and its `:db/txInstant` datom; on any error the store is unchanged.
@@ -135,6 +135,9 @@ pub struct ImportReport {
 /// [`StorageError::UniqueConflict`] for a unique value another entity holds, [`StorageError::UpsertConflict`]
 /// for a row whose identity values reach two entities, [`StorageError::DuckDb`] for a source that fails.
 pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
+    if let Some(dir) = crate::parquet::read_only(conn, &store.name)? {
+        return Err(StorageError::Store(format!("{} is read-only: a Parquet export attached from {dir}", store.name)));
+    }
     let _writer = store.lock_writer();
     let started = Instant::now();
     conn.execute_batch("BEGIN TRANSACTION")?;
@@ -305,8 +308,7 @@ impl<'a> Import<'a> {
             let from = format!("{SRC} s{entity}{join} WHERE {} IS NOT NULL", c.col());
             let (cur, hist) = (self.store.current(c.attr.entid), self.store.history(c.attr.entid));
             if upserted == 0 {
-                self.exec(&format!("INSERT INTO {cur} SELECT {e_expr}, {v}, {tx} FROM {from}"))?;
-                self.write(&format!("INSERT INTO {hist} SELECT {e_expr}, {v}, {tx}, true FROM {from}"))?;
+                self.write(&format!("INSERT INTO {cur} SELECT {e_expr}, {v}, {tx} FROM {from}"))?;
                 continue;
             }
             self.exec(&format!(
@@ -315,21 +317,19 @@ impl<'a> Import<'a> {
             self.exec(&format!("DELETE FROM {DATOMS} d USING {cur} c WHERE d.existed AND c.e = d.e AND c.v = d.v"))?;
             if !c.attr.many {
                 self.exec(&format!(
-                    "CREATE OR REPLACE TEMP TABLE {REPLACED} AS SELECT c.e, c.v FROM {cur} c \
+                    "CREATE OR REPLACE TEMP TABLE {REPLACED} AS SELECT c.e, c.v, c.tx FROM {cur} c \
                      JOIN {DATOMS} d ON c.e = d.e WHERE d.existed"
                 ))?;
-                self.write(&format!("INSERT INTO {hist} SELECT e, v, {tx}, false FROM {REPLACED}"))?;
+                self.write(&format!("INSERT INTO {hist} SELECT e, v, tx, {tx} FROM {REPLACED}"))?;
                 self.exec(&format!("DELETE FROM {cur} c USING {REPLACED} r WHERE c.e = r.e AND c.v = r.v"))?;
             }
-            self.exec(&format!("INSERT INTO {cur} SELECT e, v, {tx} FROM {DATOMS}"))?;
-            self.write(&format!("INSERT INTO {hist} SELECT e, v, {tx}, true FROM {DATOMS}"))?;
+            self.write(&format!("INSERT INTO {cur} SELECT e, v, {tx} FROM {DATOMS}"))?;
         }
         self.parts.next_user += new_rows;
         let tx_instant = chrono::Utc::now().timestamp_micros().max(self.parts.last_tx_instant);
         self.parts.last_tx_instant = tx_instant;
-        let (cur, hist) = (self.store.current(layout::DB_TX_INSTANT), self.store.history(layout::DB_TX_INSTANT));
-        self.exec(&format!("INSERT INTO {cur} VALUES ({tx}, make_timestamptz({tx_instant}::BIGINT), {tx})"))?;
-        self.write(&format!("INSERT INTO {hist} VALUES ({tx}, make_timestamptz({tx_instant}::BIGINT), {tx}, true)"))?;
+        let cur = self.store.current(layout::DB_TX_INSTANT);
+        self.write(&format!("INSERT INTO {cur} VALUES ({tx}, make_timestamptz({tx_instant}::BIGINT), {tx})"))?;
         self.exec(&format!(
             "UPDATE {} SET next = CASE ident WHEN ':db.part/user' THEN {} WHEN ':db.part/tx' THEN {} ELSE next END",
             self.store.table("partitions"),
@@ -474,11 +474,7 @@ impl<'a> Import<'a> {
             }
             let base = self.parts.next_user;
             let numbered = format!("{base} - 1 + row_number() OVER (ORDER BY v)");
-            self.exec(&format!("INSERT INTO {cur} SELECT {numbered}, v, {tx} FROM {MISSING}"))?;
-            self.write(&format!(
-                "INSERT INTO {} SELECT e, v, tx, true FROM {cur} WHERE tx = {tx}",
-                self.store.history(target)
-            ))?;
+            self.write(&format!("INSERT INTO {cur} SELECT {numbered}, v, {tx} FROM {MISSING}"))?;
             self.parts.next_user += n;
             created += n;
         }

@@ -3,9 +3,12 @@
 //! Layout of an export directory: one Parquet file per table of the store, named as the table:
 //!
 //! * `meta.parquet` (`key`, `value`) and `partitions.parquet` (`ident`, `start`, `next`);
-//! * `cur_<aid>.parquet` (`e`, `v`, `tx`) and `hist_<aid>.parquet` (`e`, `v`, `tx`, `added`) for every attribute,
+//! * `cur_<aid>.parquet` (`e`, `v`, `tx`) and `hist_<aid>.parquet` (`e`, `v`, `tx`, `retracted_tx`) for every attribute,
 //!   bootstrap ones included, so the schema (`cur_1` .. `cur_8`) and the transactions (`cur_9`, `:db/txInstant`)
 //!   travel as datoms like any other.
+//!
+//! [`attach`] opens such a directory as a read-only store whose datom tables are views over the files (`meta` gains
+//! the row `('read_only', <dir>)`), so queries read the Parquet files directly.
 //!
 //! Values keep their column types (`v` is BIGINT, VARCHAR, DOUBLE, BOOLEAN, TIMESTAMPTZ, UUID or BLOB as
 //! [`planner::schema::ValueType::sql_type`] says), and entids are kept, so a store rebuilt from the files answers
@@ -69,25 +72,7 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
 /// no export (no `partitions.parquet`) or a table file of an attribute its schema does not have;
 /// [`StorageError::DuckDb`] for unreadable files.
 pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
-    let exists: i64 = conn.query_row(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'partitions' \
-         AND (? = '' AND database_name = current_database() OR database_name = ?)",
-        duckdb::params![
-            name.schema,
-            name.catalog.clone().unwrap_or_default(),
-            name.catalog.clone().unwrap_or_default()
-        ],
-        |r| r.get(0),
-    )?;
-    if exists > 0 {
-        return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
-    }
-    let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
-    let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
-    let files: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    if !files.iter().any(|f| f == "partitions") {
-        return Err(StorageError::Store(format!("{dir} holds no exported store (no partitions.parquet)")));
-    }
+    let files = export_files(conn, dir, name)?;
     conn.execute_batch("BEGIN TRANSACTION")?;
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
@@ -115,7 +100,7 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
                 }
                 for (table, cols, hist) in [
                     (layout::current_table_name(a.entid), "e, v, tx", false),
-                    (layout::history_table_name(a.entid), "e, v, tx, added", true),
+                    (layout::history_table_name(a.entid), "e, v, tx, retracted_tx", true),
                 ] {
                     if files.contains(&table) {
                         let n = conn.execute(
@@ -165,4 +150,88 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
             Err(e)
         }
     }
+}
+
+/// The `meta` key that marks a store read-only; its value says why (the directory of an attached export).
+pub const READ_ONLY_KEY: &str = "read_only";
+
+/// Opens the export in `dir` (any path DuckDB can read, `s3://...` with httpfs too) as the read-only store
+/// `name`: a DuckDB schema of views over the Parquet files, created in one transaction. Queries (`mentat_q`,
+/// pull) read the files directly. Writers must refuse it: [`read_only`] says so. Errors as [`import_store`].
+pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
+    let files = export_files(conn, dir, name)?;
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    let run = || -> Result<ParquetReport> {
+        conn.execute_batch(&format!("CREATE SCHEMA {}", name.sql()))?;
+        for f in &files {
+            // `meta` and `partitions` (a few rows) are copied into tables, which also makes the schema a store
+            // for `Registry::open`; the datom tables are views over the files.
+            let sql = match f.as_str() {
+                "meta" => format!(
+                    "CREATE TABLE {} AS SELECT key, value FROM read_parquet({}) UNION ALL SELECT '{READ_ONLY_KEY}', {}",
+                    name.table(f),
+                    file(dir, f),
+                    quote_str(dir)
+                ),
+                "partitions" => {
+                    format!("CREATE TABLE {} AS SELECT * FROM read_parquet({})", name.table(f), file(dir, f))
+                }
+                _ => format!("CREATE VIEW {} AS SELECT * FROM read_parquet({})", name.table(f), file(dir, f)),
+            };
+            conn.execute_batch(&sql)?;
+        }
+        let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+        let (current, history): (i64, i64) = conn.query_row(
+            &format!(
+                "SELECT coalesce(sum(num_rows) FILTER (WHERE starts_with(parse_filename(file_name), 'cur_')), 0)::BIGINT, \
+                 coalesce(sum(num_rows) FILTER (WHERE starts_with(parse_filename(file_name), 'hist_')), 0)::BIGINT \
+                 FROM parquet_file_metadata({glob})"
+            ),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(ParquetReport { files: files.len() as i64, current, history })
+    };
+    match run() {
+        Ok(r) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Why the store `name` cannot be written (it is an attached Parquet export), or None. One small query.
+pub fn read_only(conn: &Connection, name: &StoreName) -> Result<Option<String>> {
+    let mut st = conn.prepare(&format!("SELECT value FROM {} WHERE key = ?", name.table("meta")))?;
+    let mut rows = st.query([READ_ONLY_KEY])?;
+    Ok(match rows.next()? {
+        Some(r) => Some(r.get(0)?),
+        None => None,
+    })
+}
+
+/// The table names (file stems) of the export in `dir`, checked to hold a store, for a store `name` that must
+/// not exist yet.
+fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<Vec<String>> {
+    let catalog = name.catalog.clone().unwrap_or_default();
+    let exists: i64 = conn.query_row(
+        "SELECT count(*) FROM duckdb_schemas() WHERE schema_name = ? \
+         AND (? = '' AND database_name = current_database() OR database_name = ?)",
+        duckdb::params![name.schema, catalog, catalog],
+        |r| r.get(0),
+    )?;
+    if exists > 0 {
+        return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
+    }
+    let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+    let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
+    let files: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    if !files.iter().any(|f| f == "partitions") {
+        return Err(StorageError::Store(format!("{dir} holds no exported store (no partitions.parquet)")));
+    }
+    Ok(files)
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// The store layout version written into `meta`.
-pub const LAYOUT_VERSION: &str = "1";
+pub const LAYOUT_VERSION: &str = "2";
 
 /// Next free entid of each partition (Mentat's partition map).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +39,8 @@ pub struct Store {
     /// transactor (it sees every datom it writes), emptied by [`Store::set_state`]. Lets lookup refs and upserts
     /// of repeated values skip the database.
     lookups: Mutex<HashMap<(Entid, Val), Entid>>,
+    /// Why the store cannot be written (an attached Parquet export), read once at open.
+    read_only: Option<String>,
 }
 
 /// Entries the unique-value cache holds at most; past that it starts again empty.
@@ -99,6 +101,11 @@ impl Store {
         }
     }
 
+    /// Why the store cannot be written, or None when it can.
+    pub fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
+    }
+
     /// The entity that currently holds `v` for the unique attribute `a`, if the cache knows it.
     pub fn cached_lookup(&self, a: Entid, v: &Val) -> Option<Entid> {
         self.lookups.lock().unwrap_or_else(|p| p.into_inner()).get(&(a, v.clone())).copied()
@@ -129,7 +136,9 @@ impl Registry {
             create_store(conn, name)?;
         }
         let state = load_state(conn, name)?;
+        let read_only = crate::parquet::read_only(conn, name)?;
         let store = Arc::new(Store {
+            read_only,
             name: name.clone(),
             state: RwLock::new(state),
             writer: Mutex::new(()),
@@ -164,7 +173,7 @@ pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     let mut v = vec![
         format!("CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL)", store.current(a.entid)),
         format!(
-            "CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL, added BOOLEAN NOT NULL)",
+            "CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL, retracted_tx BIGINT NOT NULL)",
             store.history(a.entid)
         ),
     ];
@@ -241,7 +250,6 @@ fn create_store(conn: &Connection, name: &StoreName) -> Result<()> {
     for (a, values) in attrs {
         let list = values.join(", ");
         sql.push(format!("INSERT INTO {} VALUES {list}", name.current(a)));
-        sql.push(format!("INSERT INTO {} SELECT e, v, tx, true FROM {}", name.history(a), name.current(a)));
     }
     sql.push("COMMIT".into());
     if let Err(e) = conn.execute_batch(&sql.join(";\n")) {

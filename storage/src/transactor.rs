@@ -41,6 +41,9 @@ pub struct TxReport {
 /// lock). Errors: [`StorageError`] naming the offending form or datom.
 pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport> {
     let mut trace = Trace::start();
+    if let Some(why) = store.read_only() {
+        return Err(StorageError::Store(format!("{} is read-only ({why}): transactions cannot change it", store.name)));
+    }
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
     trace.mark("edn");
@@ -78,6 +81,9 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
 /// A datom without its tx: entity, attribute, value.
 type Eav = (Entid, Entid, Val);
 
+/// (entity, attribute) -> the current values with the tx that asserted each.
+type CurrentValues = HashMap<(Entid, Entid), Vec<(Val, Entid)>>;
+
 /// Unique datoms a transaction changed: (attribute, value) retracted, (attribute, value, entity) asserted.
 type CacheChanges = (Vec<(Entid, Val)>, Vec<(Entid, Val, Entid)>);
 
@@ -86,6 +92,8 @@ struct Tx<'a> {
     store: &'a StoreName,
     cache: &'a Store,
     cache_changes: CacheChanges,
+    /// The tx that asserted each datom this transaction retracts (it moves to history with it).
+    asserted_in: HashMap<Eav, Entid>,
     /// The schema as of the start; `schema` becomes the schema after the transaction.
     before: Arc<Schema>,
     schema: Schema,
@@ -106,6 +114,7 @@ impl<'a> Tx<'a> {
             store: &cache.name,
             cache,
             cache_changes: Default::default(),
+            asserted_in: HashMap::new(),
             before: state.schema.clone(),
             schema: (*state.schema).clone(),
             parts,
@@ -206,7 +215,7 @@ impl<'a> Tx<'a> {
             return Ok(());
         }
         let t = self.attr(aid).value_type;
-        stage::fill(self.conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false)))?;
+        stage::fill(self.conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false, 0)))?;
         let sql =
             format!("SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}", self.store.current(aid), to_store(t, "k"));
         let mut st = self.conn.prepare_cached(&sql)?;
@@ -444,26 +453,27 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Current values of (entity, attribute) pairs, grouped by attribute: one join per attribute.
-    fn current_values(&self, pairs: &[(Entid, Entid)]) -> Result<HashMap<(Entid, Entid), Vec<Val>>> {
-        let mut out: HashMap<(Entid, Entid), Vec<Val>> = HashMap::new();
+    /// Current values of (entity, attribute) pairs with the tx that asserted each, grouped by attribute: one
+    /// join per attribute.
+    fn current_values(&self, pairs: &[(Entid, Entid)]) -> Result<CurrentValues> {
+        let mut out = CurrentValues::new();
         if pairs.is_empty() {
             return Ok(out);
         }
-        stage::fill(self.conn, KEYS, pairs.iter().map(|(e, a)| (*a, *e, None, false)))?;
+        stage::fill(self.conn, KEYS, pairs.iter().map(|(e, a)| (*a, *e, None, false, 0)))?;
         let attrs: BTreeSet<Entid> = pairs.iter().map(|p| p.1).collect();
         for a in attrs {
             let t = self.attr(a).value_type;
             let sql = format!(
-                "SELECT c.e, {} FROM {} c WHERE c.e IN (SELECT e FROM {KEYS} WHERE a = {a})",
+                "SELECT c.e, {}, c.tx FROM {} c WHERE c.e IN (SELECT e FROM {KEYS} WHERE a = {a})",
                 from_store(t, "c.v"),
                 self.store.current(a)
             );
             let mut st = self.conn.prepare_cached(&sql)?;
-            let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?)))?;
+            let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?, r.get::<_, i64>(2)?)))?;
             for row in rows {
-                let (e, v) = row?;
-                out.entry((e, a)).or_default().push(v);
+                let (e, v, tx) = row?;
+                out.entry((e, a)).or_default().push((v, tx));
             }
         }
         Ok(out)
@@ -480,7 +490,7 @@ impl<'a> Tx<'a> {
                     reason: format!("{} is cardinality many; :db/cas needs cardinality one", self.attr(*a).ident),
                 });
             }
-            let cur = current.get(&(*e, *a)).and_then(|v| v.first());
+            let cur = current.get(&(*e, *a)).and_then(|v| v.first()).map(|p| &p.0);
             if cur != old.as_ref() {
                 return Err(StorageError::CasFailed {
                     form: form.clone(),
@@ -498,7 +508,7 @@ impl<'a> Tx<'a> {
         let mut done: HashSet<Entid> = HashSet::new();
         let mut frontier: Vec<Entid> = roots.iter().copied().filter(|e| done.insert(*e)).collect();
         while !frontier.is_empty() {
-            stage::fill(self.conn, KEYS, frontier.iter().map(|e| (0, *e, None, false)))?;
+            stage::fill(self.conn, KEYS, frontier.iter().map(|e| (0, *e, None, false, 0)))?;
             let mut next = Vec::new();
             for attr in self.before.attributes() {
                 let t = attr.value_type;
@@ -531,14 +541,14 @@ impl<'a> Tx<'a> {
         let current = self.current_values(pairs)?;
         Ok(pairs
             .iter()
-            .flat_map(|(e, a)| current.get(&(*e, *a)).into_iter().flatten().map(move |v| (*e, *a, v.clone())))
+            .flat_map(|(e, a)| current.get(&(*e, *a)).into_iter().flatten().map(move |v| (*e, *a, v.0.clone())))
             .collect())
     }
 
     /// Drops redundant assertions and retractions of absent datoms, and retracts the old value of every
     /// cardinality-one attribute given a new one. Entities allocated by this transaction have no datoms yet and
-    /// are not looked up.
-    fn against_current_state(&self, adds: &mut Vec<Eav>, retracts: &mut Vec<Eav>) -> Result<()> {
+    /// are not looked up. Records the asserting tx of every datom that will be retracted.
+    fn against_current_state(&mut self, adds: &mut Vec<Eav>, retracts: &mut Vec<Eav>) -> Result<()> {
         let mut pairs: Vec<(Entid, Entid)> = adds
             .iter()
             .chain(retracts.iter())
@@ -548,7 +558,10 @@ impl<'a> Tx<'a> {
         pairs.sort();
         pairs.dedup();
         let current = self.current_values(&pairs)?;
-        let has = |e: Entid, a: Entid, v: &Val| current.get(&(e, a)).is_some_and(|vs| vs.contains(v));
+        let tx_of = |e: Entid, a: Entid, v: &Val| {
+            current.get(&(e, a)).and_then(|vs| vs.iter().find(|p| &p.0 == v)).map(|p| p.1)
+        };
+        let has = |e: Entid, a: Entid, v: &Val| tx_of(e, a, v).is_some();
         let explicit: HashSet<Eav> = retracts.iter().cloned().collect();
         retracts.retain(|(e, a, v)| has(*e, *a, v));
         let mut replaced = Vec::new();
@@ -557,7 +570,7 @@ impl<'a> Tx<'a> {
                 return false;
             }
             if !self.attr(*a).many {
-                for old in current.get(&(*e, *a)).into_iter().flatten() {
+                for (old, _) in current.get(&(*e, *a)).into_iter().flatten() {
                     let d = (*e, *a, old.clone());
                     if !explicit.contains(&d) {
                         replaced.push(d);
@@ -567,6 +580,11 @@ impl<'a> Tx<'a> {
             true
         });
         retracts.extend(replaced);
+        for d in retracts.iter() {
+            if let Some(tx) = tx_of(d.0, d.1, &d.2) {
+                self.asserted_in.insert(d.clone(), tx);
+            }
+        }
         Ok(())
     }
 
@@ -742,13 +760,13 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Stages the final datoms and writes them: for each touched attribute one `DELETE ... USING` for
-    /// retractions, one `INSERT ... SELECT` into current state and one into history.
+    /// Stages the final datoms and writes them: for each touched attribute one `DELETE ... USING` and one
+    /// `INSERT ... SELECT` into history for retractions, and one `INSERT ... SELECT` into current state for
+    /// assertions.
     fn write(&self, adds: &[Eav], retracts: &[Eav], trace: &mut Trace) -> Result<()> {
-        let rows = adds
-            .iter()
-            .map(|(e, a, v)| (*a, *e, Some(v), true))
-            .chain(retracts.iter().map(|(e, a, v)| (*a, *e, Some(v), false)));
+        let rows = adds.iter().map(|(e, a, v)| (*a, *e, Some(v), true, self.tx)).chain(
+            retracts.iter().map(|d| (d.1, d.0, Some(&d.2), false, self.asserted_in.get(d).copied().unwrap_or(0))),
+        );
         stage::fill(self.conn, STAGE, rows)?;
         trace.mark("stage");
         let added: BTreeSet<Entid> = adds.iter().map(|d| d.1).collect();
@@ -771,6 +789,12 @@ impl<'a> Tx<'a> {
                     ),
                     &[],
                 )?;
+                run(
+                    format!(
+                        "INSERT INTO {hist} SELECT s.e, {v}, s.tx, $1 FROM {STAGE} s WHERE s.a = {a} AND NOT s.added"
+                    ),
+                    &[&tx],
+                )?;
             }
             if added.contains(a) {
                 run(
@@ -778,7 +802,6 @@ impl<'a> Tx<'a> {
                     &[&tx],
                 )?;
             }
-            run(format!("INSERT INTO {hist} SELECT s.e, {v}, $1, s.added FROM {STAGE} s WHERE s.a = {a}"), &[&tx])?;
         }
         run(
             format!(

@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as a script
 
 from . import bench, report  # noqa: E402
 from . import workload as W  # noqa: E402
+from .peers.base import Unsupported  # noqa: E402
 
 ROOT = W.ROOT
 ALL_PEERS = ["mentat", "duckdb_sql", "sqlite", "postgres", "datascript", "cozo", "datalevin"]
@@ -62,7 +63,8 @@ def make_peer(name, ds, workdir, opts, mentat):
         return M.Mentat(ds, workdir, opts)
     if name == "duckdb_sql":
         if mentat is None:
-            raise W.WrongAnswer("duckdb_sql needs the mentat peer (it reads mentat's tables)")
+            from .peers.base import Unsupported
+            raise Unsupported("duckdb_sql needs the mentat peer (it reads mentat's tables)")
         return M.DuckSQL(ds, workdir, opts, mentat)
     if name == "sqlite":
         from .peers.sqlite_peer import SQLitePeer
@@ -89,6 +91,8 @@ def guarded(res, scale, peer, scenario, fn, variant=""):
     except W.WrongAnswer as e:
         res.wrong.append(str(e))
         res.add(scale, peer, scenario, variant, status="WRONG", reason=str(e))
+    except Unsupported as e:
+        res.add(scale, peer, scenario, variant, status="skipped", reason=str(e))
     except Exception as e:  # noqa: BLE001 - a peer's failure is a reported result
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         if os.environ.get("SUITE_TRACEBACK"):
@@ -145,11 +149,7 @@ def cold(res, scale, peer, ds, opts):
         if out["names"] != want or out["names_warm"] != want:
             raise W.WrongAnswer(f"WRONG ANSWER: {peer.name} cold_vs_warm: q1 gave {out['names']}, expected {want}")
         return out
-    try:
-        from .peers.base import Unsupported
-        out = guarded(res, scale, peer.name, "cold_vs_warm", go)
-    except Unsupported as e:  # noqa: F841 - unreachable (guarded catches); kept for clarity
-        out = None
+    out = guarded(res, scale, peer.name, "cold_vs_warm", go)
     if out:
         res.add(scale, peer.name, "cold_vs_warm", "first_call",
                 st={"samples": 1, "p50_ms": out["first_ms"], "p95_ms": out["first_ms"], "p99_ms": out["first_ms"],
@@ -285,6 +285,9 @@ def main(argv=None):
                                              capture_output=True, text=True).stdout.strip()),
             "cpus": os.cpu_count()}
     report.write(out, res, meta, opts)
+    pg = sys.modules.get(f"{__package__}.peers.pg_peer")
+    if pg is not None and pg._server.get("stop"):
+        pg._server["stop"]()  # os._exit below skips atexit
     if own_tmp:
         shutil.rmtree(opts.workdir, ignore_errors=True)
     print(f"results in {out}", flush=True)

@@ -70,3 +70,59 @@ def normalise_pull(obj):
                 for k, v in x.items():
                     walk(k, v)
     return out
+
+
+class Ids:
+    """Entity ids the non-mentat peers give the generated entities: users 1.., then labels, then issues."""
+
+    def __init__(self, ds):
+        self.nu = len(ds.users)
+        self.nl = len(ds.labels)
+        self.user = {r[1]: i + 1 for i, r in enumerate(ds.users)}
+        self.label = {r[1]: self.nu + 1 + i for i, r in enumerate(ds.labels)}
+        self.base = self.nu + self.nl + 1
+
+    def issue(self, idx):
+        return self.base + int(idx)
+
+
+def initial_tx(i_issue_row):
+    """The peers' initial load tx numbers: 1 for users and labels, then one per 500 issues (as the EDN files)."""
+    return 2 + i_issue_row // 500
+
+
+HIST_TX0 = 1_000_000
+
+
+def eav_rows(ds, ids):
+    """The initial datoms (e, ident, v, tx) of the workload: keywords as text, instants as Unix ms, refs as ids."""
+    from ..workload import ms_of
+    for _, email, name in ds.users:
+        e = ids.user[email]
+        yield e, ":user/email", email, 1
+        yield e, ":user/name", name, 1
+    for _, name in ds.labels:
+        yield ids.label[name], ":label/name", name, 1
+    labels = {}
+    for idx, lab in ds.issue_labels:
+        labels.setdefault(int(idx), []).append(lab)
+    for k, (idx, title, state, prio, ae, re_, ca) in enumerate(ds.issues):
+        i = int(idx)
+        e, tx = ids.issue(i), initial_tx(k)
+        yield e, ":issue/title", title, tx
+        yield e, ":issue/state", state, tx
+        yield e, ":issue/priority", int(prio), tx
+        yield e, ":issue/assignee", ids.user[ae], tx
+        yield e, ":issue/reporter", ids.user[re_], tx
+        yield e, ":issue/created-at", ms_of(ca), tx
+        for lab in labels.get(i, ()):
+            yield e, ":issue/label", ids.label[lab], tx
+
+
+def last_initial_tx(ds):
+    return initial_tx(len(ds.issues) - 1)
+
+
+def since_tx(ds):
+    k = ds.since_basis_batches
+    return HIST_TX0 + k - 1 if k > 0 else last_initial_tx(ds)

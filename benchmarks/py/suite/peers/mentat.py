@@ -24,7 +24,7 @@ class Mentat(Peer):
 
     def __init__(self, ds, workdir, opts):
         super().__init__(ds, workdir, opts)
-        self.db = pathlib.Path(workdir) / "mentat.duckdb"
+        self.db = pathlib.Path(workdir) / "mentat_store.duckdb"
         for p in (self.db, pathlib.Path(str(self.db) + ".wal")):
             if p.exists():
                 p.unlink()
@@ -77,7 +77,7 @@ class Mentat(Peer):
 
     def cold_spec(self):
         # the main process keeps the file open (DuckDB's lock), so the new process opens a copy of the checkpointed file
-        cp = pathlib.Path(self.workdir) / "mentat_cold.duckdb"
+        cp = pathlib.Path(self.workdir) / "mentat_cold_copy.duckdb"
         self.con.execute("CHECKPOINT")
         shutil.copy(self.db, cp)
         return {"peer": "mentat", "db": str(cp), "ext": str(common.EXT), "email": self.ds.probe_email()}
