@@ -54,6 +54,27 @@ pub fn to_store(t: ValueType, alias: &str) -> String {
     }
 }
 
+/// SQL converting a bound parameter (`$n`, bound with [`param`]) to the attribute's column type.
+pub fn param_to_store(t: ValueType, placeholder: &str) -> String {
+    match t {
+        ValueType::Instant => format!("make_timestamptz({placeholder}::BIGINT)"),
+        ValueType::Uuid => format!("CAST({placeholder} AS UUID)"),
+        _ => placeholder.to_string(),
+    }
+}
+
+/// A value as a statement parameter, in its staging representation (see [`param_to_store`]).
+pub fn param(v: &Val) -> duckdb::types::Value {
+    use duckdb::types::Value as P;
+    match v {
+        Val::Ref(x) | Val::Long(x) | Val::Instant(x) => P::BigInt(*x),
+        Val::Double(x) => P::Double(*x),
+        Val::Str(s) | Val::Uuid(s) => P::Text(s.clone()),
+        Val::Bool(b) => P::Boolean(*b),
+        Val::Bytes(b) => P::Blob(b.clone()),
+    }
+}
+
 /// SQL converting an attribute's value column (`expr`) to its staging representation.
 pub fn from_store(t: ValueType, expr: &str) -> String {
     match t {

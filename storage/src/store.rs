@@ -65,9 +65,13 @@ impl Store {
     /// The state as the database holds it now, read inside the caller's open transaction. The cache is right
     /// unless another DuckDB instance wrote the store since it was read (the file was detached, written by
     /// another process and attached again): then the partition marks differ, and the whole state is read again
-    /// and cached. One small query on the partitions table.
+    /// and cached. Two small queries, made only for stores in an attached catalog: the instance's default
+    /// database stays locked by this process while the extension is loaded, so no one else can write it.
     pub fn refresh(&self, conn: &Connection) -> Result<StoreState> {
         let cached = self.state();
+        if self.name.catalog.is_none() {
+            return Ok(cached);
+        }
         let mut parts = cached.parts;
         read_partitions(conn, &self.name, &mut parts)?;
         if parts == cached.parts {
@@ -314,6 +318,9 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
 }
 
 /// Reads the partition marks (not `last_tx_instant`) of a store into `parts`.
+/// Reads the partition marks. The `partitions` table is written only when `:db.part/db` or `:db.part/user`
+/// moves; the next tx entid is one past the newest transaction, found through `cur_9` (`:db/txInstant`) from
+/// the stored mark on, which DuckDB's zone maps confine to the last row group.
 fn read_partitions(conn: &Connection, name: &StoreName, parts: &mut Partitions) -> Result<()> {
     let mut st = conn.prepare_cached(&format!("SELECT ident, next FROM {}", name.table("partitions")))?;
     let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
@@ -325,6 +332,12 @@ fn read_partitions(conn: &Connection, name: &StoreName, parts: &mut Partitions) 
             ":db.part/tx" => parts.next_tx = next,
             _ => {}
         }
+    }
+    let newest: Option<i64> = conn
+        .prepare_cached(&format!("SELECT max(e) FROM {} WHERE e >= $1", name.current(layout::DB_TX_INSTANT)))?
+        .query_row([parts.next_tx], |r| r.get(0))?;
+    if let Some(t) = newest {
+        parts.next_tx = t + 1;
     }
     Ok(())
 }

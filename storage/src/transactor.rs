@@ -81,6 +81,10 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
 /// A datom without its tx: entity, attribute, value.
 type Eav = (Entid, Entid, Val);
 
+/// Transactions of at most this many datoms (and lookups of at most this many pairs) use point statements
+/// with bound parameters instead of staging rows.
+const SMALL_TX: usize = 16;
+
 /// (entity, attribute) -> the current values with the tx that asserted each.
 type CurrentValues = HashMap<(Entid, Entid), Vec<(Val, Entid)>>;
 
@@ -94,6 +98,8 @@ struct Tx<'a> {
     cache_changes: CacheChanges,
     /// The tx that asserted each datom this transaction retracts (it moves to history with it).
     asserted_in: HashMap<Eav, Entid>,
+    /// The partition marks when the transaction started.
+    parts_before: Partitions,
     /// The schema as of the start; `schema` becomes the schema after the transaction.
     before: Arc<Schema>,
     schema: Schema,
@@ -115,6 +121,7 @@ impl<'a> Tx<'a> {
             cache,
             cache_changes: Default::default(),
             asserted_in: HashMap::new(),
+            parts_before: state.parts,
             before: state.schema.clone(),
             schema: (*state.schema).clone(),
             parts,
@@ -460,6 +467,19 @@ impl<'a> Tx<'a> {
         if pairs.is_empty() {
             return Ok(out);
         }
+        if pairs.len() <= SMALL_TX {
+            // A few point reads cost less than staging the keys.
+            for (e, a) in pairs {
+                let t = self.attr(*a).value_type;
+                let sql = format!("SELECT {}, tx FROM {} WHERE e = $1", from_store(t, "v"), self.store.current(*a));
+                let mut st = self.conn.prepare_cached(&sql)?;
+                let rows = st.query_map([e], |r| Ok((read_val(r, 0, t)?, r.get::<_, i64>(1)?)))?;
+                for row in rows {
+                    out.entry((*e, *a)).or_default().push(row?);
+                }
+            }
+            return Ok(out);
+        }
         stage::fill(self.conn, KEYS, pairs.iter().map(|(e, a)| (*a, *e, None, false, 0)))?;
         let attrs: BTreeSet<Entid> = pairs.iter().map(|p| p.1).collect();
         for a in attrs {
@@ -764,6 +784,9 @@ impl<'a> Tx<'a> {
     /// `INSERT ... SELECT` into history for retractions, and one `INSERT ... SELECT` into current state for
     /// assertions.
     fn write(&self, adds: &[Eav], retracts: &[Eav], trace: &mut Trace) -> Result<()> {
+        if adds.len() + retracts.len() <= SMALL_TX {
+            return self.write_small(adds, retracts, trace);
+        }
         let rows = adds.iter().map(|(e, a, v)| (*a, *e, Some(v), true, self.tx)).chain(
             retracts.iter().map(|d| (d.1, d.0, Some(&d.2), false, self.asserted_in.get(d).copied().unwrap_or(0))),
         );
@@ -803,14 +826,49 @@ impl<'a> Tx<'a> {
                 )?;
             }
         }
-        run(
-            format!(
-                "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
-                self.store.table("partitions")
-            ),
-            &[&self.parts.next_db, &self.parts.next_user, &self.parts.next_tx],
-        )?;
+        self.write_partitions()?;
         trace.mark("write");
+        Ok(())
+    }
+
+    /// The write of a small transaction: one prepared point statement per datom (`DELETE ... WHERE e = $1 AND
+    /// v = $2`, `INSERT ... VALUES`), which costs less than staging a handful of rows.
+    fn write_small(&self, adds: &[Eav], retracts: &[Eav], trace: &mut Trace) -> Result<()> {
+        let run = |sql: String, params: &[&dyn duckdb::ToSql]| -> Result<()> {
+            self.conn.prepare_cached(&sql)?.execute(params)?;
+            Ok(())
+        };
+        let tx = self.tx;
+        for d in retracts {
+            let attr = self.schema.attribute(d.1).unwrap_or_else(|| self.attr(d.1));
+            let (cur, hist) = (self.store.current(d.1), self.store.history(d.1));
+            let v = stage::param_to_store(attr.value_type, "$2");
+            let value = stage::param(&d.2);
+            let asserted = self.asserted_in.get(d).copied().unwrap_or(0);
+            run(format!("DELETE FROM {cur} WHERE e = $1 AND v = {v}"), &[&d.0, &value])?;
+            run(format!("INSERT INTO {hist} VALUES ($1, {v}, $3, $4)"), &[&d.0, &value, &asserted, &tx])?;
+        }
+        for (e, a, val) in adds {
+            let attr = self.schema.attribute(*a).unwrap_or_else(|| self.attr(*a));
+            let v = stage::param_to_store(attr.value_type, "$2");
+            run(format!("INSERT INTO {} VALUES ($1, {v}, $3)", self.store.current(*a)), &[e, &stage::param(val), &tx])?;
+        }
+        self.write_partitions()?;
+        trace.mark("write");
+        Ok(())
+    }
+
+    /// Stores the partition marks when `:db.part/db` or `:db.part/user` moved (the tx mark is derived from
+    /// the newest transaction when a store is opened, so a transaction that allocates no entity writes nothing).
+    fn write_partitions(&self) -> Result<()> {
+        if (self.parts.next_db, self.parts.next_user) == (self.parts_before.next_db, self.parts_before.next_user) {
+            return Ok(());
+        }
+        let sql = format!(
+            "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
+            self.store.table("partitions")
+        );
+        self.conn.prepare_cached(&sql)?.execute([self.parts.next_db, self.parts.next_user, self.parts.next_tx])?;
         Ok(())
     }
 }
