@@ -174,3 +174,36 @@ def test_kill_9_in_the_middle_of_a_large_transaction(db_path, delay):
     assert min(r["tempids"].values()) > top_e and r["tx"] == top_tx + 1
     assert rows(con, "SELECT count(*) FROM mentat.cur_100")[0][0] == count + 2
     con.close()
+
+
+def test_closing_keeps_the_file_open_until_the_process_exits(tmp_path):
+    """What the README documents: mentat's connections keep the database instance alive, so closing the
+    caller's connection does not close the file. Reopening it in the same process gets the same instance (the
+    store, its cache and mentat's functions are still there); another process cannot open it until this one
+    exits, and then sees every committed transaction."""
+    path = tmp_path / "closed.duckdb"
+    script = textwrap.dedent("""
+        import subprocess, sys, duckdb
+        path, ext = sys.argv[1], sys.argv[2]
+        con = duckdb.connect(path, config={"allow_unsigned_extensions": "true"})
+        con.execute(f"LOAD '{ext}'")
+        con.execute('''SELECT * FROM mentat_transact('[[:db/add "x" :db/doc "one"]]')''').fetchall()
+        con.close()
+        # same process: no LOAD, yet the functions and the store are there
+        again = duckdb.connect(path, config={"allow_unsigned_extensions": "true"})
+        n = again.execute("SELECT count(*) FROM mentat_q('[:find ?d :where [_ :db/doc ?d]]')").fetchall()[0][0]
+        again.execute('''SELECT * FROM mentat_transact('[[:db/add "y" :db/doc "two"]]')''').fetchall()
+        again.close()
+        # another process while this one lives: the file is still locked
+        probe = subprocess.run([sys.executable, "-c",
+                                f"import duckdb; duckdb.connect({path!r}, read_only=True)"],
+                               capture_output=True, text=True)
+        print(n, probe.returncode != 0, "lock" in probe.stderr.lower())
+    """)
+    p = subprocess.run([sys.executable, "-c", script, str(path), str(EXT)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["1", "True", "True"]
+    # after that process exited, another one opens the file and sees both transactions
+    out = session(path, "SELECT count(*) FROM mentat_q('[:find ?d :where [_ :db/doc ?d]]')")
+    assert out == [[[2]]]
