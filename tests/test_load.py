@@ -52,6 +52,8 @@ def _load_with(version):
             f"    c.execute(\"LOAD '{EXT}'\")\n"
             "    print(c.execute('''SELECT datoms FROM mentat_transact('[[:db/add \"x\" :db/doc \"d\"]]')''')"
             ".fetchall()[0][0])\n"
+            "    print(c.execute('''FROM mentat_q('[:find ?d :where [_ :db/doc ?d]]')''').fetchall())\n"
+            "    print(c.execute('''SELECT pull FROM mentat_pull('[:db/doc]', ':db/doc')''').fetchall())\n"
             "except duckdb.Error as e:\n"
             "    print('ERROR', e)\n")
     env = dict(os.environ, PYTHONPATH=str(_duckdb_release(version)))
@@ -67,4 +69,5 @@ def test_older_duckdb_is_refused_at_load_with_a_clear_error():
 
 
 def test_oldest_supported_duckdb_loads():
-    assert _load_with("1.5.2") == "2"
+    # a transaction, a query streamed through mentat_q and a pull, on the oldest supported release
+    assert _load_with("1.5.2").splitlines() == ["2", "[('d',)]", "[(None,)]"]
