@@ -231,3 +231,57 @@ def test_label_refs(state):
     got = dict(q(con, "[:find ?ln (count ?i) :where [?i :issue/label ?l] [?l :label/name ?ln]]"))
     assert got == want
     assert sum(got.values()) == w["truth"]["datoms"]["label_refs"]
+
+
+PULL_FIND = ("[:find (pull ?i [* {:issue/assignee [:user/email] :issue/reporter [:user/email] :issue/label "
+             "[:label/name]}]) . :in $ ?t :where [?i :issue/title ?t]]")
+
+
+def check_pull(p, want, state_key):
+    assert p["issue/title"] == want["title"] and p["issue/priority"] == want["priority"]
+    assert p["issue/assignee"] == {"user/email": want["assignee_email"]}
+    assert p["issue/reporter"] == {"user/email": want["reporter_email"]}
+    assert round(p["issue/created-at"].timestamp() * 1000) == want["created_at_ms"]
+    assert p["issue/state"] == want[state_key]
+    assert sorted(x["label/name"] for x in p["issue/label"] or []) == sorted(want["labels"])
+    assert p["user/email"] is None and p["label/name"] is None
+
+
+def test_pull_probe_issues(state):
+    """The pull scenario: `[*]` of the probe issues, through mentat_pull and through (pull ?i [*]) in :find,
+    against the generator's probe_issues."""
+    which, con, w = state
+    key = "initial_state" if which == "initial" else "state"
+    for p in w["truth"]["probe_issues"]:
+        e = q(con, "[:find ?i . :in $ ?t :where [?i :issue/title ?t]]", f"[{edn_str(p['title'])}]")[0][0]
+        star = con.execute("SELECT pull FROM mentat_pull('[*]', ?)", [e]).fetchall()[0][0]
+        assert star["db/id"] == e and star["issue/title"] == p["title"] and star["issue/state"] == p[key]
+        assert len(star["issue/label"] or []) == len(p["labels"])
+        got = q(con, PULL_FIND, f"[{edn_str(p['title'])}]")
+        assert len(got) == 1
+        check_pull(got[0][0], p, key)
+
+
+def test_pull_as_of_initial(final):
+    """The pull scenario as of the last transaction of the initial load, on the store with history applied: the
+    probe issues' states are their initial states."""
+    con, w = final
+    for p in w["truth"]["probe_issues"]:
+        got = q(con, PULL_FIND, f"[{edn_str(p['title'])}]", as_of=w["last_initial"])
+        check_pull(got[0][0], p, "initial_state")
+        e = got[0][0]["db/id"]
+        star = con.execute("SELECT pull FROM mentat_pull('[*]', ?, as_of := ?)", [e, w["last_initial"]]).fetchall()
+        assert star[0][0]["issue/state"] == p["initial_state"]
+
+
+def test_since_through_the_log(final):
+    """The since scenario again, through the log: the issues whose :issue/state the transactions after the basis
+    asserted (tx-ids from the basis + 1 on, tx-data), still current now."""
+    con, w = final
+    t = w["truth"]["since"]
+    k = t["history_batches_before_basis"]
+    basis = w["batch_txs"][k - 1] if k > 0 else w["last_initial"]
+    got = q(con, "[:find ?i :in $ ?t1 :where [(+ ?t1 1) ?s] [(tx-ids $ ?s 4398046511104) [?tx ...]] "
+                 "[(tx-data $ ?tx) [[?i ?a _ _ ?added]]] [(= ?added true)] [?a :db/ident :issue/state] "
+                 "[?i :issue/state _ ?tx]]", f"[{basis}]")
+    assert len(got) == t["count"]

@@ -11,6 +11,8 @@
 //! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |
 //! | `mentat_pull(pattern VARCHAR, entity ANY [, store :=, as_of :=, since :=, history :=])` | table | one row `(e BIGINT, pull STRUCT)`: Datomic's pull of an entid, ident or lookup ref (see `pull.rs`) |
 //! | `mentat_pull_many(pattern VARCHAR, entities LIST [, store :=, as_of :=, since :=])` | table | one `(e, pull)` row per list element, in order (see `pull.rs`) |
+//! | `mentat_datoms(index VARCHAR [, e :=, a :=, v :=, store :=, as_of :=, since :=, history :=])` | table | Datomic's `d/datoms`: the EAVT, AEVT, AVET, VAET index views, rows `(e, a, v, tx, added)` in index order (see `datoms.rs`) |
+//! | `mentat_with(edn VARCHAR, query VARCHAR [, inputs := VARCHAR, store := VARCHAR])` | table | Datomic's `d/with`: the query's answer as if the transaction had been applied, nothing written |
 //! | `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])` | scalar | the statement `mentat_q` runs |
 
 use crate::Instance;
@@ -34,6 +36,7 @@ pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
     crate::import::register(con, instance)?;
     con.register_scalar_function_with_state::<Sql>("mentat_sql", instance)?;
+    con.register_table_function_with_extra_info::<With, _>("mentat_with", instance)?;
     Ok(())
 }
 
@@ -267,5 +270,96 @@ impl VScalar for Sql {
 
     fn signatures() -> Vec<ScalarFunctionSignature> {
         (1..=3).map(|n| ScalarFunctionSignature::exact((0..n).map(|_| varchar()).collect(), varchar())).collect()
+    }
+}
+
+/// `mentat_with(edn VARCHAR, query VARCHAR [, inputs := VARCHAR, store := VARCHAR])`: Datomic's `(q query (:db-after
+/// (d/with db tx-data)) inputs...)`. The answer of the Datalog query, with `mentat_q`'s columns and types (pulls
+/// included), as if the transaction had been applied, with nothing written.
+///
+/// On one of mentat's connections: the transaction runs as `mentat_transact` would run it (same checks, same
+/// errors), inside a DuckDB transaction that is never committed; the query is compiled against the schema after
+/// the transaction (so it may name attributes the transaction installs) and run on the same connection inside
+/// that transaction, its answer read whole into Arrow record batches; then the transaction is rolled back. The
+/// store's tables, its cached schema and partition marks and its unique-value cache are as before. The store's
+/// writer lock is held meanwhile (real transactions of the store wait for it). The answer is materialized, so
+/// it suits answers that fit in memory. Time-travel options are not taken (a with-database is "now").
+pub struct With;
+
+pub struct WithBind {
+    batches: Vec<duckdb::arrow::record_batch::RecordBatch>,
+}
+
+pub struct WithCursor {
+    /// (batch, row offset in it)
+    at: std::sync::Mutex<(usize, usize)>,
+}
+
+impl VTab for With {
+    type InitData = WithCursor;
+    type BindData = WithBind;
+
+    fn bind(bind: &BindInfo) -> Res<WithBind> {
+        let (edn, query) = (bind.get_parameter(0), bind.get_parameter(1));
+        if edn.is_null() || query.is_null() {
+            return Err("mentat_with: the transaction and the query must not be NULL".into());
+        }
+        let (edn, query) = (edn.to_string(), query.to_string());
+        let inputs = bind.get_named_parameter("inputs").map(|v| v.to_string());
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let name = store_param(bind)?;
+        let conn = instance.pool.get()?;
+        let store = instance.stores.open(&conn, &name, false)?;
+        let mut columns = Vec::new();
+        let batches = storage::transactor::transact_speculative(&conn, &store, &edn, |_, state| {
+            let opts = planner::QueryOptions::default();
+            let compiled = match planner::compile_query(&query, inputs.as_deref(), &state.schema, &name, &opts) {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(e)),
+            };
+            let mut stmt = conn.prepare(&compiled.sql)?;
+            let arrow = stmt.query_arrow([])?;
+            let schema = arrow.get_schema();
+            let batches: Vec<_> = arrow.collect();
+            for (c, f) in compiled.columns.iter().zip(schema.fields()) {
+                columns.push((c.name.clone(), f.clone()));
+            }
+            Ok(Ok(batches))
+        })??;
+        for (name, field) in &columns {
+            bind.add_result_column(name, duckdb::vtab::arrow::to_duckdb_logical_type_for_field(field)?);
+        }
+        Ok(WithBind { batches })
+    }
+
+    fn init(_: &InitInfo) -> Res<WithCursor> {
+        Ok(WithCursor { at: std::sync::Mutex::new((0, 0)) })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        let batches = &func.get_bind_data().batches;
+        let mut at = func.get_init_data().at.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: duckdb_vector_size only reads a compile-time constant of the loaded DuckDB.
+        let vector = unsafe { duckdb::ffi::duckdb_vector_size() } as usize;
+        while at.0 < batches.len() && at.1 >= batches[at.0].num_rows() {
+            *at = (at.0 + 1, 0);
+        }
+        let Some(batch) = batches.get(at.0) else {
+            output.set_len(0);
+            return Ok(());
+        };
+        let len = (batch.num_rows() - at.1).min(vector);
+        duckdb::vtab::arrow::record_batch_to_duckdb_data_chunk(&batch.slice(at.1, len), output)?;
+        output.set_len(len);
+        at.1 += len;
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![varchar(), varchar()])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("inputs".to_string(), varchar()), ("store".to_string(), varchar())])
     }
 }

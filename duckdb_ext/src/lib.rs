@@ -8,6 +8,7 @@
 //! against C API v1.2.0 plus functions whose slots settled in 1.5.2; loading into an older DuckDB is refused
 //! with an error at `LOAD`.
 
+mod datoms;
 mod functions;
 mod import;
 mod pool;
@@ -77,7 +78,9 @@ unsafe fn init(
     if ffi::duckdb_connect(*db, &mut reg) != ffi::DuckDBSuccess {
         return Err("mentat could not connect to register its query functions".into());
     }
-    let registered = query::register(reg, &instance).and_then(|_| pull::register(reg, &instance));
+    let registered = query::register(reg, &instance)
+        .and_then(|_| pull::register(reg, &instance))
+        .and_then(|_| datoms::register(reg, &instance));
     ffi::duckdb_disconnect(&mut reg);
     registered?;
     Ok(true)

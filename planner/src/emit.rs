@@ -13,7 +13,9 @@ use crate::algebrize::{Algebra, TExpr, VarBinding};
 use crate::error::PlanError;
 use crate::joins;
 use crate::keys::unique_over;
+use crate::layout::quote_ident;
 use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
+use crate::pull::{compile_pull_value, CompiledPull};
 use crate::source::Ctx;
 use crate::sql::{BinOp, Expr, FromItem, JoinKind, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{Constant, Ty};
@@ -22,8 +24,15 @@ use crate::{CompiledQuery, FindKind, OutputColumn};
 /// Builds the statement for a query over its algebra.
 pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, PlanError> {
     let elems = query.find.elements();
-    let find_vars: Vec<Var> =
-        elems.iter().filter_map(|e| if let FindElem::Var(v) = e { Some(v.clone()) } else { None }).collect();
+    // Pulled entities are grouping/distinct variables like plain find variables (a pull is a function of its entity).
+    let mut find_vars: Vec<Var> = Vec::new();
+    for e in &elems {
+        if let FindElem::Var(v) | FindElem::Pull { var: v, .. } = e {
+            if !find_vars.contains(v) {
+                find_vars.push(v.clone());
+            }
+        }
+    }
     let aggs: Vec<&Aggregate> =
         elems.iter().filter_map(|e| if let FindElem::Aggregate(a) = e { Some(a) } else { None }).collect();
     // The variables of the tuple set: find, aggregated, :with and :order variables.
@@ -52,6 +61,7 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         base.filters.push(Expr::bool(false));
     }
     let extra = set_vars.len() > find_vars.len() + aggs.len();
+    let mut pulls: Vec<(usize, CompiledPull)> = Vec::new();
     let one_level = if aggs.is_empty() { !extra } else { unique };
     // How the final SELECT reads each set variable.
     let (mut select, read): (Select, Vec<TExpr>) = if one_level {
@@ -91,6 +101,17 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
             FindElem::Aggregate(a) => {
                 let (expr, ty) = aggregate(alg, a, lookup(&a.var))?;
                 (expr, ty, format!("{}_{}", a.func.replace('-', "_"), a.var.bare()))
+            }
+            FindElem::Pull { var, pattern, form } => {
+                let t = lookup(var);
+                if !t.ty.is_numeric() || t.ty == Ty::DOUBLE {
+                    return Err(PlanError::type_mismatch(
+                        form,
+                        format!("pull needs an entity, {var} is a {}", t.ty.name()),
+                    ));
+                }
+                pulls.push((i, compile_pull_value(pattern, ctx.schema, ctx.store, ctx.opts)?));
+                (t.expr, Ty::REF, format!("pull_{}", var.bare()))
             }
         };
         let name = query.return_map.as_ref().and_then(|r| r.names.get(i).cloned()).unwrap_or(default_name);
@@ -132,7 +153,66 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     if matches!(find, FindKind::Scalar | FindKind::Tuple) {
         select.limit = Some(select.limit.map_or(1, |l| l.min(1)));
     }
-    Ok(CompiledQuery { sql: SqlQuery::Select(Box::new(select)).to_sql(), columns, find })
+    if pulls.is_empty() {
+        return Ok(CompiledQuery { sql: SqlQuery::Select(Box::new(select)).to_sql(), columns, find });
+    }
+    let sql = with_pulls(select, &mut columns, &pulls);
+    Ok(CompiledQuery { sql, columns, find })
+}
+
+/// Name of the CTE holding a query's rows when find elements pull.
+const ROWS: &str = "mentat_rows";
+
+/// Wraps the statement of a query with `(pull ?e pattern)` find elements. `select` projects each pulled entity's
+/// id under the pull's column name; it becomes a MATERIALIZED CTE (with its DISTINCT, grouping, ordering and
+/// limits, so the set semantics are those of the entity ids), and each pull is LEFT JOINed on the entity column:
+///
+/// ```text
+/// WITH mentat_rows AS MATERIALIZED (SELECT ..., t0.e AS "pull_e", <order keys> ... LIMIT n)
+/// SELECT m."x", p1.pull AS "pull_e" FROM mentat_rows AS m
+/// LEFT JOIN (<CompiledPull::relation_sql over the entity column>) AS p1 ON p1.e = m."pull_e"
+/// ORDER BY <the order keys>
+/// ```
+///
+/// A join does not keep row order, so the `:order` keys are carried as hidden columns and applied again outside.
+/// The pulls' column types become their STRUCT types.
+fn with_pulls(mut select: Select, columns: &mut [OutputColumn], pulls: &[(usize, CompiledPull)]) -> String {
+    let order: Vec<(String, bool)> =
+        (0..select.order_by.len()).map(|i| (format!("mentat_order_{i}"), select.order_by[i].1)).collect();
+    for ((e, _), (name, _)) in select.order_by.clone().into_iter().zip(&order) {
+        select.items.push((e, Some(name.clone())));
+    }
+    let inner = SqlQuery::Select(Box::new(select)).to_sql();
+    let m = |name: &str| format!("m.{}", quote_ident(name));
+    let mut items = Vec::new();
+    let mut joins = Vec::new();
+    for (i, col) in columns.iter_mut().enumerate() {
+        match pulls.iter().find(|(j, _)| *j == i) {
+            None => items.push(format!("{} AS {}", m(&col.name), quote_ident(&col.name))),
+            Some((_, pull)) => {
+                let alias = format!("p{i}");
+                let ids = format!("SELECT {} AS e FROM {ROWS} AS m", m(&col.name));
+                joins.push(format!(
+                    "LEFT JOIN (\n{}\n) AS {alias} ON {alias}.e = {}",
+                    pull.relation_sql(&ids),
+                    m(&col.name)
+                ));
+                items.push(format!("{alias}.pull AS {}", quote_ident(&col.name)));
+                col.sql_type = pull.sql_type.clone();
+            }
+        }
+    }
+    let mut sql = format!(
+        "WITH {ROWS} AS MATERIALIZED (\n{inner}\n)\nSELECT {}\nFROM {ROWS} AS m\n{}",
+        items.join(", "),
+        joins.join("\n")
+    );
+    if !order.is_empty() {
+        let keys: Vec<String> =
+            order.iter().map(|(n, desc)| format!("{} {}", m(n), if *desc { "DESC" } else { "ASC" })).collect();
+        sql.push_str(&format!("\nORDER BY {}", keys.join(", ")));
+    }
+    sql
 }
 
 /// The typed expression of a variable for projection.

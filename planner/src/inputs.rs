@@ -51,8 +51,9 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
                     format!("source {name}: only the default source $ is supported"),
                 ))
             }
-            InBinding::Rules => return Err(PlanError::unsupported(&query.in_form, "rules (%) are not supported yet")),
-            InBinding::Bind(b) => bindings.push(b),
+            // The rule set's input is read by `crate::rules::from_inputs`.
+            InBinding::Rules => bindings.push(None),
+            InBinding::Bind(b) => bindings.push(Some(b)),
         }
     }
     if sources > 1 {
@@ -63,6 +64,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
     }
     let mut out = Inputs::default();
     for (b, v) in bindings.into_iter().zip(&values) {
+        let Some(b) = b else { continue };
         match b {
             Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
             Binding::Tuple(vars) => {

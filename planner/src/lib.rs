@@ -22,6 +22,7 @@
 //! * [`sql`]: the structured SQL builder, the only place that quotes identifiers and literals.
 
 pub mod algebrize;
+pub mod datoms;
 pub mod emit;
 pub mod error;
 pub mod inputs;
@@ -30,6 +31,7 @@ pub mod keys;
 pub mod layout;
 pub mod parse;
 pub mod pull;
+pub mod rules;
 pub mod schema;
 pub mod source;
 pub mod sql;
@@ -37,6 +39,8 @@ pub mod types;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_log;
 
 pub use error::PlanError;
 pub use pull::{compile_pull, CompiledPull};
@@ -90,7 +94,8 @@ pub fn compile_query(
     opts: &QueryOptions,
 ) -> Result<CompiledQuery, PlanError> {
     let query = parse::parse_query(query_edn)?;
-    let ctx = Ctx::new(schema, store, opts);
+    let rules = rules::from_inputs(&query, inputs_edn)?;
+    let ctx = Ctx::new(schema, store, opts).with_rules(rules.as_ref());
     let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
     let alg = algebrize::algebrize(&ctx, &query.where_clauses, &inputs)?;
     emit::emit(&ctx, &query, &alg)

@@ -76,6 +76,13 @@ impl FindSpec {
 pub enum FindElem {
     Var(Var),
     Aggregate(Aggregate),
+    /// `(pull ?e pattern)` (or `(pull $ ?e pattern)`): the pull of the entity bound to `var`, one typed STRUCT
+    /// column (see [`crate::pull`]).
+    Pull {
+        var: Var,
+        pattern: Value,
+        form: Value,
+    },
 }
 
 /// An aggregate call in a find spec, such as `(count ?i)` or `(max 3 ?p)`.
@@ -360,7 +367,17 @@ fn find_elem(v: &Value) -> Result<FindElem, PlanError> {
                 _ => return Err(PlanError::syntax(v, "an aggregate starts with a function name")),
             };
             if func == "pull" {
-                return Err(PlanError::unsupported(v, "pull in :find is not supported yet"));
+                let args: &[Value] = match &items[1..] {
+                    [Value::Symbol(s), rest @ ..] if s.name() == "$" => rest,
+                    rest => rest,
+                };
+                return match args {
+                    [e, pattern] => {
+                        let var = var(e).ok_or_else(|| PlanError::syntax(v, "pull's entity is a variable"))?;
+                        Ok(FindElem::Pull { var, pattern: pattern.clone(), form: v.clone() })
+                    }
+                    _ => Err(PlanError::syntax(v, "pull in :find is (pull ?e pattern)")),
+                };
             }
             let (n, last) = match &items[1..] {
                 [x] => (None, x),
@@ -376,7 +393,7 @@ fn find_elem(v: &Value) -> Result<FindElem, PlanError> {
             let var = var(last).ok_or_else(|| PlanError::syntax(v, "an aggregate's last argument is a variable"))?;
             Ok(FindElem::Aggregate(Aggregate { func, n, var, form: v.clone() }))
         }
-        other => Err(PlanError::syntax(other, "a find element is a variable or an aggregate")),
+        other => Err(PlanError::syntax(other, "a find element is a variable, an aggregate or a pull")),
     }
 }
 

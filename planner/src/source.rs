@@ -52,11 +52,21 @@ pub struct Ctx<'a> {
     pub store: &'a StoreName,
     pub opts: &'a QueryOptions,
     next_alias: Cell<usize>,
+    /// The rule set of the query (`%` in `:in`), if any.
+    pub rules: Option<&'a crate::rules::RuleSet>,
+    /// The recursive components being compiled (innermost last): rule calls into them read their CTE.
+    pub(crate) rule_frames: std::cell::RefCell<Vec<crate::rules::RuleFrame>>,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(schema: &'a Schema, store: &'a StoreName, opts: &'a QueryOptions) -> Ctx<'a> {
-        Ctx { schema, store, opts, next_alias: Cell::new(0) }
+        Ctx { schema, store, opts, next_alias: Cell::new(0), rules: None, rule_frames: Default::default() }
+    }
+
+    /// The same context with a rule set.
+    pub fn with_rules(mut self, rules: Option<&'a crate::rules::RuleSet>) -> Ctx<'a> {
+        self.rules = rules;
+        self
     }
 
     /// A fresh table alias with the given prefix (`t3`, `o4`, ...), unique in the whole statement.

@@ -210,6 +210,8 @@ pub enum TableSource {
         rows: Vec<Vec<Expr>>,
         columns: Vec<Name>,
     },
+    /// A common table expression defined by an enclosing [`Query::With`], by its generated name.
+    Cte(Name),
 }
 
 /// How a FROM item joins the items before it.
@@ -254,6 +256,22 @@ pub enum Query {
         all: bool,
         parts: Vec<Query>,
     },
+    /// `WITH [RECURSIVE] name(cols) AS (...), ... body`. A recursive CTE's query is a `UNION` of
+    /// two parts, the base case and the recursive step (DuckDB splits at the last top-level UNION,
+    /// so several bases or steps are each wrapped in one subquery by the caller).
+    With {
+        recursive: bool,
+        ctes: Vec<Cte>,
+        body: Box<Query>,
+    },
+}
+
+/// One common table expression.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cte {
+    pub name: Name,
+    pub columns: Vec<Name>,
+    pub query: Query,
 }
 
 impl Query {
@@ -261,6 +279,10 @@ impl Query {
     pub fn outer_aliases(&self, out: &mut Vec<Name>) {
         match self {
             Query::Union { parts, .. } => parts.iter().for_each(|p| p.outer_aliases(out)),
+            Query::With { ctes, body, .. } => {
+                ctes.iter().for_each(|c| c.query.outer_aliases(out));
+                body.outer_aliases(out);
+            }
             Query::Select(s) => {
                 let mut refs = Vec::new();
                 for (e, _) in &s.items {
@@ -271,7 +293,7 @@ impl Query {
                     match &f.source {
                         TableSource::Subquery(q) => q.outer_aliases(&mut refs),
                         TableSource::Values { rows, .. } => rows.iter().flatten().for_each(|e| e.aliases(&mut refs)),
-                        TableSource::Table(_) => {}
+                        TableSource::Table(_) | TableSource::Cte(_) => {}
                     }
                 }
                 for e in s.filters.iter().chain(&s.group_by).chain(&s.having) {
@@ -305,6 +327,22 @@ impl Query {
                     }
                     p.render(out, indent);
                 }
+            }
+            Query::With { recursive, ctes, body } => {
+                out.push_str(if *recursive { "WITH RECURSIVE " } else { "WITH " });
+                for (i, c) in ctes.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    let cols: Vec<&str> = c.columns.iter().map(Name::as_str).collect();
+                    let _ = write!(out, "{}({}) AS (", c.name.as_str(), cols.join(", "));
+                    newline(out, indent + 1);
+                    c.query.render(out, indent + 1);
+                    newline(out, indent);
+                    out.push(')');
+                }
+                newline(out, indent);
+                body.render(out, indent);
             }
         }
     }
@@ -400,6 +438,9 @@ impl FromItem {
         match &self.source {
             TableSource::Table(t) => {
                 let _ = write!(out, "{t} AS {}", self.alias.as_str());
+            }
+            TableSource::Cte(name) => {
+                let _ = write!(out, "{} AS {}", name.as_str(), self.alias.as_str());
             }
             TableSource::Subquery(q) => {
                 out.push('(');

@@ -49,18 +49,7 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
     trace.mark("edn");
     conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
     trace.mark("begin");
-    let mut run = || -> Result<(TxReport, StoreState, CacheChanges)> {
-        // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
-        let state = store.refresh(conn)?;
-        trace.mark("refresh");
-        let terms = parse_forms(&forms, &state.schema)?;
-        trace.mark("terms");
-        let mut tx = Tx::new(conn, store, &state);
-        let report = tx.run(terms, &mut trace)?;
-        let cache = std::mem::take(&mut tx.cache_changes);
-        Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache))
-    };
-    match run() {
+    match run_open(conn, store, &forms, &mut trace) {
         Ok((report, state, (retracted, asserted))) => {
             if let Err(e) = conn.prepare_cached("COMMIT").and_then(|mut c| c.execute([])) {
                 let _ = conn.execute_batch("ROLLBACK");
@@ -76,6 +65,25 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
             Err(e)
         }
     }
+}
+
+/// The work of a transaction inside the caller's open DuckDB transaction, writes included, up to (not including)
+/// COMMIT: the report, the store state after it, and the unique-value cache changes to apply once committed.
+fn run_open(
+    conn: &Connection,
+    store: &Store,
+    forms: &[edn_format::Value],
+    trace: &mut Trace,
+) -> Result<(TxReport, StoreState, CacheChanges)> {
+    // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
+    let state = store.refresh(conn)?;
+    trace.mark("refresh");
+    let terms = parse_forms(forms, &state.schema)?;
+    trace.mark("terms");
+    let mut tx = Tx::new(conn, store, &state);
+    let report = tx.run(terms, trace)?;
+    let cache = std::mem::take(&mut tx.cache_changes);
+    Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache))
 }
 
 /// A datom without its tx: entity, attribute, value.
@@ -966,6 +974,32 @@ pub fn check_internal_conflicts(
         }
     }
     Ok(())
+}
+
+/// Datomic's `d/with`: runs `edn` exactly as [`transact`] would, writes included, inside a DuckDB transaction on
+/// `conn` that is never committed; calls `f` inside that still-open transaction (so statements `f` runs on
+/// `conn` see the store as if the transaction had been applied) with the report and the store state after the
+/// transaction (its schema includes attributes the transaction installs); then rolls back, whatever `f` returns.
+///
+/// Nothing is written, and the store's cached state and unique-value cache are left as they were. The store's
+/// writer lock is held throughout, so a speculative transaction never conflicts with a real one (it waits for
+/// it, and makes it wait). `conn` must not have a transaction open. Errors: those of [`transact`], those of `f`.
+pub fn transact_speculative<R>(
+    conn: &Connection,
+    store: &Store,
+    edn: &str,
+    f: impl FnOnce(&TxReport, &StoreState) -> Result<R>,
+) -> Result<R> {
+    if let Some(why) = store.read_only() {
+        return Err(StorageError::Store(format!("{} is read-only ({why})", store.name)));
+    }
+    let mut trace = Trace::start();
+    let _writer = store.lock_writer();
+    let forms = parse_edn(edn)?;
+    conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
+    let out = run_open(conn, store, &forms, &mut trace).and_then(|(report, state, _)| f(&report, &state));
+    conn.execute_batch("ROLLBACK")?;
+    out
 }
 
 #[cfg(test)]

@@ -76,6 +76,12 @@ def _summary(rows, res, meta, charts):
              f"{', QUICK mode: times are not meaningful' if meta['quick'] else ''}. "
              "Every answer was checked against the generator's truth.json; "
              + ("**WRONG ANSWERS: the run failed** (below)." if res.wrong else "all checked answers were right."))
+    la = meta.get("loadavg_end")
+    if la and la[0] > (meta["cpus"] or 1) * 0.75:
+        L.append("")
+        L.append(f"**Caution: the machine was busy with other work** (load average {meta.get('loadavg_start')} at the "
+                 f"start, {la} at the end, on {meta['cpus']} CPUs): absolute times are inflated and noisy; compare "
+                 "peers within one scale, not against other runs.")
     L.append("")
     L.append("Latencies are client-side wall-clock milliseconds from Python (one call = one question and fetching "
              "its whole answer as Python objects). Ratio = mentat p50 / peer p50: above 1 means mentat is slower.")

@@ -273,6 +273,7 @@ def main(argv=None):
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     res = Results()
+    load0 = [round(x, 2) for x in os.getloadavg()]
     t0 = time.time()
     for scale in opts.scales.split(","):
         run_scale(res, scale, peers, scenarios, opts)
@@ -283,7 +284,7 @@ def main(argv=None):
                                   text=True).stdout.strip(),
             "git_dirty": bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                                              capture_output=True, text=True).stdout.strip()),
-            "cpus": os.cpu_count()}
+            "cpus": os.cpu_count(), "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loadavg_start": load0}
     report.write(out, res, meta, opts)
     pg = sys.modules.get(f"{__package__}.peers.pg_peer")
     if pg is not None and pg._server.get("stop"):

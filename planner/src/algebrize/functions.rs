@@ -5,7 +5,8 @@
 //! `starts-with?`, `ends-with?`, `includes?`, `re-find`, `re-matches`, `re-pattern`, `like` (SQL
 //! LIKE), type predicates (`string?`, `keyword?`, `int?`, `double?`, `number?`, `boolean?`,
 //! `inst?`, `uuid?`, decided from the schema's types at compile time), `ground`, `get-else`,
-//! `get-some`, `missing?`, `tuple`, `untuple`, `identity`. A function that returns nil binds
+//! `get-some`, `missing?`, `tuple`, `untuple`, `identity`, and the log functions `tx-ids` and `tx-data`
+//! (see `txlog.rs`). A function that returns nil binds
 //! nothing (Datomic drops the row), so nullable results are filtered with `IS NOT NULL`.
 
 use super::{coerce, read_constant, require_numeric, Scope, TExpr, VarBinding};
@@ -55,6 +56,8 @@ impl Scope {
         match call.name.as_str() {
             "ground" => return self.ground(ctx, call, binding),
             "get-some" => return self.get_some(ctx, call, binding),
+            "tx-ids" => return self.tx_ids(ctx, call, binding),
+            "tx-data" => return self.tx_data(ctx, call, binding),
             "untuple" => {
                 let Binding::Tuple(vars) = binding else {
                     return Err(PlanError::syntax(form, "untuple binds a tuple [?a ?b]"));

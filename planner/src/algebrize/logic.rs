@@ -211,7 +211,7 @@ pub(crate) fn mentioned(clauses: &[Clause]) -> Vec<Var> {
             Clause::Or { join: None, branches, .. } => {
                 branches.iter().for_each(|b| mentioned(b).iter().for_each(&mut add))
             }
-            Clause::RuleCall { .. } => {}
+            Clause::RuleCall { form } => crate::rules::call_vars(form).iter().for_each(&mut add),
         }
     }
     out

@@ -15,6 +15,8 @@
 
 mod functions;
 mod logic;
+mod rules;
+mod txlog;
 
 use crate::error::{show, PlanError};
 use crate::inputs::Inputs;
@@ -159,8 +161,14 @@ impl Scope {
         }
         self.place_pending(ctx)?;
         while !rest.is_empty() {
-            let ready = rest.iter().position(|c| !matches!(c, Clause::Or { .. }) && self.missing_var(c).is_none());
-            let ready = ready.or_else(|| rest.iter().position(|c| self.missing_var(c).is_none()));
+            // Rule calls after the other ready clauses (so that their arguments can seed recursion), `or` last.
+            let ready = rest.iter().position(|c| {
+                !matches!(c, Clause::Or { .. } | Clause::RuleCall { .. }) && self.missing_var(ctx, c).is_none()
+            });
+            let ready = ready.or_else(|| {
+                rest.iter().position(|c| matches!(c, Clause::RuleCall { .. }) && self.missing_var(ctx, c).is_none())
+            });
+            let ready = ready.or_else(|| rest.iter().position(|c| self.missing_var(ctx, c).is_none()));
             match ready {
                 Some(i) => {
                     let c = rest.remove(i);
@@ -169,7 +177,7 @@ impl Scope {
                 }
                 None => {
                     let c = rest[0];
-                    let (var, why) = self.missing_var(c).unwrap_or((Var(String::new()), ""));
+                    let (var, why) = self.missing_var(ctx, c).unwrap_or((Var(String::new()), ""));
                     return Err(PlanError::unbound(&var.0, clause_form(c), why));
                 }
             }
@@ -184,14 +192,15 @@ impl Scope {
             Clause::Function { call, binding } => self.function(ctx, call, binding),
             Clause::Not { join, clauses, form } => self.not(ctx, join.as_deref(), clauses, form),
             Clause::Or { join, branches, form } => self.or(ctx, join.as_ref(), branches, form),
-            Clause::RuleCall { form } => Err(PlanError::unsupported(form, "rules are not supported yet")),
+            Clause::RuleCall { form } => self.rule_call(ctx, form),
         }
     }
 
     /// The first variable a clause needs bound that is not, with the rule that needs it.
-    fn missing_var(&self, c: &Clause) -> Option<(Var, &'static str)> {
+    fn missing_var(&self, ctx: &Ctx, c: &Clause) -> Option<(Var, &'static str)> {
         let needed: Vec<Var> = match c {
-            Clause::Pattern { .. } | Clause::RuleCall { .. } => vec![],
+            Clause::Pattern { .. } => vec![],
+            Clause::RuleCall { form } => rules::required_vars(ctx, form),
             Clause::Predicate(call) | Clause::Function { call, .. } => call_vars(call),
             Clause::Not { join: None, clauses, .. } => logic::mentioned(clauses),
             Clause::Not { join: Some(vars), .. } => vars.clone(),
@@ -202,6 +211,7 @@ impl Scope {
             Clause::Not { join: None, .. } => "not requires all its variables to be bound; use not-join for local ones",
             Clause::Not { .. } => "not-join requires its join variables to be bound",
             Clause::Or { .. } => "or-join requires its bracketed variables to be bound",
+            Clause::RuleCall { .. } => "the rule's bracketed (required) arguments must be bound where it is called",
             _ => "function and predicate arguments must be bound",
         };
         needed.into_iter().find(|v| !self.is_bound(v)).map(|v| (v, why))

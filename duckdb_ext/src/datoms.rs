@@ -1,0 +1,136 @@
+//! `mentat_datoms`: Datomic's `d/datoms` index views as a table function.
+//!
+//! `mentat_datoms(index VARCHAR [, e := ANY, a := ANY, v := ANY, store := VARCHAR, as_of := ANY, since := ANY,
+//! history := BOOLEAN])`
+//!
+//! * `index`: `'EAVT'`, `'AEVT'`, `'AVET'` or `'VAET'` (VAET: ref attributes only).
+//! * `e`, `a`, `v`: the optional leading components of the index, in its order (EAVT: e, a, v; AEVT: a, e, v;
+//!   AVET: a, v, e; VAET: v, a, e), as in `(d/datoms db :avet :user/email "a@b.c")`, which is
+//!   `mentat_datoms('AVET', a := ':user/email', v := 'a@b.c')`. They are named parameters because a table
+//!   function registered through DuckDB's C API has a fixed number of positional parameters. An entity is an
+//!   entid, an ident text or a lookup-ref text (`'[:user/email "a@b.c"]'`); an attribute an ident text or an
+//!   entid; a value a DuckDB value read in the attribute's type (text for keywords, refs as entids or idents).
+//! * columns `e BIGINT, a VARCHAR` (the ident), `v VARCHAR` (the value as text: one column cannot hold every
+//!   value type), `tx BIGINT, added BOOLEAN`; rows in index order. See `planner::datoms` for the exact rules.
+//! * `as_of`/`since` (a tx entid or a TIMESTAMPTZ) and `history := true` give the views `mentat_q` gives.
+//!
+//! The statement is one SQL statement over the store's tables, streamed like `mentat_q`'s answers.
+
+use crate::query::{bind_statement, drop_box, finish_bind, function, init, named, time_bound, value_text, Bound};
+use crate::Instance;
+use duckdb::ffi;
+use planner::datoms::{datoms_sql, Components, Index};
+use planner::layout::{StoreName, DEFAULT_STORE};
+use planner::types::Constant;
+use planner::QueryOptions;
+use std::ffi::{c_void, CStr};
+use std::sync::Arc;
+
+/// A DuckDB value as a planner constant: integers, floating point numbers, booleans, timestamps (as instant
+/// text) and uuids keep their type; anything else is its text.
+pub(crate) unsafe fn constant(v: ffi::duckdb_value) -> Constant {
+    // The value owns its logical type.
+    let id = ffi::duckdb_get_type_id(ffi::duckdb_get_value_type(v));
+    match id {
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_USMALLINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UTINYINT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT => Constant::Long(ffi::duckdb_get_int64(v)),
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_DOUBLE
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_FLOAT
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_DECIMAL => Constant::Double(ffi::duckdb_get_double(v)),
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN => Constant::Boolean(ffi::duckdb_get_bool(v)),
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_TIMESTAMP
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TIMESTAMP_TZ
+        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_DATE => Constant::Instant(value_text(v)),
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_UUID => Constant::Uuid(value_text(v)),
+        _ => Constant::String(value_text(v)),
+    }
+}
+
+unsafe fn component(info: ffi::duckdb_bind_info, name: &CStr) -> Option<Constant> {
+    let mut v = named(info, name)?;
+    let c = constant(v);
+    ffi::duckdb_destroy_value(&mut v);
+    Some(c)
+}
+
+unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
+    let instance = &*(ffi::duckdb_bind_get_extra_info(info) as *const Arc<Instance>);
+    let mut index = ffi::duckdb_bind_get_parameter(info, 0);
+    let index_text = if ffi::duckdb_is_null_value(index) { None } else { Some(value_text(index)) };
+    ffi::duckdb_destroy_value(&mut index);
+    let index = Index::parse(&index_text.ok_or("mentat_datoms: the index is NULL")?).map_err(|e| e.to_string())?;
+    let store = match named(info, c"store") {
+        Some(mut v) => {
+            let s = value_text(v);
+            ffi::duckdb_destroy_value(&mut v);
+            s
+        }
+        None => DEFAULT_STORE.to_string(),
+    };
+    let store = StoreName::parse(&store)?;
+    let history = match named(info, c"history") {
+        Some(mut v) => {
+            let b = ffi::duckdb_get_bool(v);
+            ffi::duckdb_destroy_value(&mut v);
+            b
+        }
+        None => false,
+    };
+    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
+    let components = Components { e: component(info, c"e"), a: component(info, c"a"), v: component(info, c"v") };
+    let schema = {
+        let conn = instance.pool.get()?;
+        instance.stores.open(&conn, &store, false).map_err(|e| e.to_string())?.schema()
+    };
+    let sql = datoms_sql(index, &components, &schema, &store, &opts).map_err(|e| e.to_string())?;
+    bind_statement(info, instance, &sql, &["e", "a", "v", "tx", "added"], &[])
+}
+
+unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
+    finish_bind(info, std::panic::catch_unwind(|| unsafe { bind_inner(info) }), "reading the index");
+}
+
+/// Registers `mentat_datoms` (see the module docs).
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point.
+pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
+    let mut tf = ffi::duckdb_create_table_function();
+    ffi::duckdb_table_function_set_name(tf, c"mentat_datoms".as_ptr());
+    let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
+    let mut any = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY);
+    let mut boolean = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN);
+    ffi::duckdb_table_function_add_parameter(tf, varchar);
+    for (name, ty) in [
+        (c"e", any),
+        (c"a", any),
+        (c"v", any),
+        (c"store", varchar),
+        (c"as_of", any),
+        (c"since", any),
+        (c"history", boolean),
+    ] {
+        ffi::duckdb_table_function_add_named_parameter(tf, name.as_ptr(), ty);
+    }
+    ffi::duckdb_destroy_logical_type(&mut varchar);
+    ffi::duckdb_destroy_logical_type(&mut any);
+    ffi::duckdb_destroy_logical_type(&mut boolean);
+    let extra = Box::new(instance.clone());
+    ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(extra) as *mut c_void, Some(drop_box::<Arc<Instance>>));
+    ffi::duckdb_table_function_set_bind(tf, Some(bind));
+    ffi::duckdb_table_function_set_init(tf, Some(init));
+    ffi::duckdb_table_function_set_function(tf, Some(function));
+    let rc = ffi::duckdb_register_table_function(con, tf);
+    ffi::duckdb_destroy_table_function(&mut tf);
+    if rc != ffi::DuckDBSuccess {
+        return Err("could not register mentat_datoms".into());
+    }
+    Ok(())
+}

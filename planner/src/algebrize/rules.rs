@@ -1,0 +1,596 @@
+//! Rule calls `(name args...)`: inlined when the rule is not recursive, a DuckDB `WITH RECURSIVE`
+//! CTE when it is, seeded by the call's constant arguments when the rule's shape allows.
+//!
+//! * **Non-recursive rules** are inlined: the call becomes an `or-join` over the call's variables
+//!   whose branches are the rule's bodies, renamed (head variables to the call's arguments, body
+//!   variables to fresh ones). A constant argument is a fresh variable bound to the constant, so
+//!   DuckDB pushes it into each branch. Same SQL as if the user had written the `or-join`.
+//! * **Recursive rules** (a strongly connected component of the rule graph, see [`crate::rules`])
+//!   compile to one recursive CTE per component and call site, inside the call's FROM subquery:
+//!   `(WITH RECURSIVE r(c0, c1) AS (base UNION step) SELECT ... FROM r) AS o`. A component of several
+//!   rules (mutual recursion) is one CTE over a tagged union: a `tag` column (the rule's index in
+//!   the component) and one column per argument of each rule, NULL in the other rules' rows, so each
+//!   body reads the CTE at most once. Bodies without a call into the component are the base case,
+//!   the others the step. DuckDB evaluates a recursive CTE semi-naively: each step reads the rows
+//!   the previous step added, and `UNION` (set semantics) drops rows already found, so the fixpoint
+//!   is reached in at most (longest derivation) steps and a cyclic graph terminates. A body calling
+//!   the component twice (non-linear recursion, `(tc ?a ?b) :- (tc ?a ?x) (tc ?x ?b)`) would join
+//!   the step's new rows with themselves only, so it is rejected (rewrite it linearly). `USING
+//!   KEY` does not fit: its working table keeps rows that replace existing keys, so a cycle never
+//!   empties it.
+//! * **Termination / safety limit**: none is added. Values in a recursion come from the database
+//!   and the query's constants (a finite domain), and `UNION` semantics stop when no new row
+//!   appears. A rule that invents values (`[(+ ?n 1) ?m]` in a recursive body) terminates only if
+//!   it bounds them itself (`[(< ?m 10)]`); that is the user's to guarantee, as in Datomic.
+//! * **Seeding** (magic sets, [`crate::rules::seeding`]): arguments that are constants or scalar /
+//!   collection inputs at the call site are pushed into the recursion when the component is one
+//!   rule. If every bound position is passed unchanged by the recursive bodies (`Filter`), the seed
+//!   filters the base case. If instead every free position is passed through unchanged (`Factor`,
+//!   the right-recursive `ancestor`), a CTE `m(s..., x...)` first closes the bound positions from the
+//!   seeds `s` through the recursive bodies, then the base bodies run on the reached `x`: "ancestors
+//!   of one person" reads only the people above that person. Otherwise (and for mutual recursion,
+//!   and for arguments bound by other clauses' columns) the full relation is computed and joined.
+
+use super::functions::{typed, Operand};
+use super::{body, coerce, read_constant, Scope, Source, TExpr, VarBinding};
+use crate::error::PlanError;
+use crate::parse::{clause, Clause, OrJoin, Term, Var};
+use crate::rules::{calls_in, read_call, rename, seeding, Rule, RuleBody, RuleCall, RuleFrame, RuleSet, Seeding};
+use crate::source::Ctx;
+use crate::sql::{Cte, Expr, FromItem, JoinKind, Lit, Name, Query, Select, TableSource};
+use crate::types::{Constant, Ty};
+use edn_format::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// At most this many seed tuples are pushed into a recursion; more compute the whole relation.
+const MAX_SEEDS: usize = 10_000;
+
+/// Constant tuples for some argument positions of a call.
+struct Seeds {
+    positions: Vec<usize>,
+    rows: Vec<Vec<Constant>>,
+}
+
+/// The variables among a call's required (bracketed) arguments.
+pub(crate) fn required_vars(ctx: &Ctx, form: &Value) -> Vec<Var> {
+    let (Some(set), Ok(call)) = (ctx.rules, read_call(form)) else {
+        return vec![];
+    };
+    let Some(rule) = set.rules.get(&call.name) else {
+        return vec![];
+    };
+    call.args
+        .iter()
+        .take(rule.required)
+        .filter_map(|t| match t {
+            Term::Var(v) => Some(v.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Scope {
+    /// A rule call clause.
+    pub(crate) fn rule_call(&mut self, ctx: &Ctx, form: &Value) -> Result<(), PlanError> {
+        let call = read_call(form)?;
+        let set = ctx.rules.ok_or_else(|| {
+            PlanError::unsupported(form, "a rule call needs a rule set: put % in :in and the rules in the inputs")
+        })?;
+        let rule =
+            set.rules.get(&call.name).ok_or_else(|| PlanError::syntax(form, format!("unknown rule {}", call.name)))?;
+        if call.args.len() != rule.arity {
+            return Err(PlanError::syntax(form, format!("rule {} takes {} arguments", rule.name, rule.arity)));
+        }
+        let frame = ctx.rule_frames.borrow().iter().rev().find(|f| f.preds.contains(&call.name)).cloned();
+        if let Some(frame) = frame {
+            return self.frame_call(ctx, &frame, &call, form);
+        }
+        if !set.is_recursive(&call.name) {
+            return self.inline_rule(ctx, rule, &call.args, form);
+        }
+        self.recursive_call(ctx, set, rule, &call.args, form)
+    }
+
+    /// A call into the component being compiled: a read of its CTE (the recursive reference).
+    fn frame_call(&mut self, ctx: &Ctx, frame: &RuleFrame, call: &RuleCall, form: &Value) -> Result<(), PlanError> {
+        let k = frame.preds.iter().position(|p| *p == call.name).unwrap_or(0);
+        let alias = ctx.alias("r");
+        self.add_source(alias.clone(), TableSource::Cte(frame.cte.clone()), None, term_vars(&call.args));
+        if frame.tagged {
+            self.alg.filters.push(Expr::eq(Expr::col(&alias, "tag"), Expr::int(k as i64)));
+        }
+        for (i, a) in call.args.iter().enumerate() {
+            let ty = frame.types[k][i].clone().unwrap_or(Ty::REF);
+            self.bind_term(ctx, a, TExpr::new(Expr::Col(alias.clone(), frame.slots[k][i].clone()), ty), form)?;
+        }
+        Ok(())
+    }
+
+    /// A non-recursive rule: an `or-join` of its renamed bodies.
+    fn inline_rule(&mut self, ctx: &Ctx, rule: &Rule, args: &[Term], form: &Value) -> Result<(), PlanError> {
+        let tag = ctx.alias("r");
+        let mut join: Vec<Var> = Vec::new();
+        let mut actual: Vec<Value> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            let fresh = Var(format!("?__{}_{i}", tag.as_str()));
+            match a {
+                Term::Var(v) => {
+                    if !join.contains(v) {
+                        join.push(v.clone());
+                    }
+                    actual.push(crate::parse::symbol(&v.0));
+                }
+                Term::Const(c) => {
+                    let c = read_constant(ctx, c, form)?;
+                    self.bind_const(ctx, &fresh, c, form)?;
+                    join.push(fresh.clone());
+                    actual.push(crate::parse::symbol(&fresh.0));
+                }
+                Term::Blank | Term::Src => actual.push(crate::parse::symbol(&fresh.0)),
+            }
+        }
+        let mut branches = Vec::new();
+        for b in &rule.bodies {
+            let mut map: BTreeMap<String, Value> =
+                b.params.iter().zip(&actual).map(|(p, a)| (p.0.clone(), a.clone())).collect();
+            let mut fresh = |v: &str| format!("{v}__{}", tag.as_str());
+            let clauses =
+                b.clause_forms.iter().map(|f| clause(&rename(f, &mut map, &mut fresh))).collect::<Result<_, _>>()?;
+            branches.push(clauses);
+        }
+        self.or(ctx, Some(&OrJoin { required: vec![], vars: join }), &branches, form)
+    }
+
+    /// A call of a recursive rule: a CTE subquery, seeded when possible.
+    fn recursive_call(
+        &mut self,
+        ctx: &Ctx,
+        set: &RuleSet,
+        rule: &Rule,
+        args: &[Term],
+        form: &Value,
+    ) -> Result<(), PlanError> {
+        let seeds = self.seeds(ctx, args, form)?;
+        let how = seeds.as_ref().and_then(|s| seeding(set, rule, &s.positions));
+        let mut frame = new_frame(ctx, set, &rule.name);
+        infer_types(ctx, set, &mut frame)?;
+        let k = frame.preds.iter().position(|p| *p == rule.name).unwrap_or(0);
+        let types: Vec<Ty> = frame.types[k].iter().map(|t| t.clone().unwrap_or(Ty::REF)).collect();
+        if let (Some(Seeding::Factor), Some(s)) = (&how, &seeds) {
+            if let Some(q) = factored(ctx, rule, s, &types)? {
+                return self.add_call_source(ctx, q, args, &types, form);
+            }
+        }
+        let filter = if how == Some(Seeding::Filter) { seeds.as_ref() } else { None };
+        let cte = component_cte(ctx, set, &frame, filter)?;
+        let rc = Name::new("rc");
+        let items = frame.slots[k]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (Expr::Col(rc.clone(), s.clone()), Some(format!("c{i}"))))
+            .collect();
+        let filters =
+            if frame.tagged { vec![Expr::eq(Expr::col(&rc, "tag"), Expr::int(k as i64))] } else { Vec::new() };
+        let select =
+            Select { items, from: vec![from(TableSource::Cte(frame.cte.clone()), &rc)], filters, ..Default::default() };
+        let q = Query::With { recursive: true, ctes: vec![cte], body: Box::new(Query::Select(Box::new(select))) };
+        self.add_call_source(ctx, q, args, &types, form)
+    }
+
+    /// Joins a call's result subquery (columns `c0`, `c1`, ...) and binds the call's arguments.
+    fn add_call_source(
+        &mut self,
+        ctx: &Ctx,
+        q: Query,
+        args: &[Term],
+        types: &[Ty],
+        form: &Value,
+    ) -> Result<(), PlanError> {
+        let alias = ctx.alias("o");
+        let vars = term_vars(args);
+        // The result is a set over its columns: unique over the variables unless a column is `_`.
+        let key = args.iter().all(|a| !matches!(a, Term::Blank)).then(|| vars.clone());
+        let item = from(TableSource::Subquery(Box::new(q)), &alias);
+        self.alg.sources.push(Source { item, key, vars, pinned: false, values: None });
+        for (i, a) in args.iter().enumerate() {
+            let col = TExpr::new(Expr::Col(alias.clone(), Name::new(&format!("c{i}"))), types[i].clone());
+            self.bind_term(ctx, a, col, form)?;
+        }
+        Ok(())
+    }
+
+    /// The constant values of a call's arguments: constants, scalar inputs and collection inputs.
+    fn seeds(&self, ctx: &Ctx, args: &[Term], form: &Value) -> Result<Option<Seeds>, PlanError> {
+        let mut positions = Vec::new();
+        let mut rows: Vec<Vec<Constant>> = vec![vec![]];
+        for (i, a) in args.iter().enumerate() {
+            let values = match a {
+                Term::Const(v) => vec![read_constant(ctx, v, form)?],
+                Term::Var(x) => match self.lookup(x) {
+                    Some(VarBinding::Const(c)) => vec![c.clone()],
+                    Some(VarBinding::Pending(list)) => list.clone(),
+                    _ => continue,
+                },
+                Term::Blank | Term::Src => continue,
+            };
+            if rows.len() * values.len() > MAX_SEEDS {
+                continue;
+            }
+            positions.push(i);
+            rows = rows
+                .iter()
+                .flat_map(|r| {
+                    values.iter().map(move |v| {
+                        let mut r = r.clone();
+                        r.push(v.clone());
+                        r
+                    })
+                })
+                .collect();
+        }
+        Ok((!positions.is_empty()).then_some(Seeds { positions, rows }))
+    }
+}
+
+fn from(source: TableSource, alias: &Name) -> FromItem {
+    FromItem { source, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }
+}
+
+fn term_vars(args: &[Term]) -> Vec<Var> {
+    let mut out: Vec<Var> = Vec::new();
+    for a in args {
+        if let Term::Var(v) = a {
+            if !out.contains(v) {
+                out.push(v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// A frame for the component of `name`, types unknown.
+fn new_frame(ctx: &Ctx, set: &RuleSet, name: &str) -> RuleFrame {
+    let preds: Vec<String> = set.component(name).to_vec();
+    let tagged = preds.len() > 1;
+    let slots: Vec<Vec<Name>> = preds
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            (0..set.rules[p].arity)
+                .map(|i| if tagged { Name::new(&format!("c{k}_{i}")) } else { Name::new(&format!("c{i}")) })
+                .collect()
+        })
+        .collect();
+    let types = preds.iter().map(|p| vec![None; set.rules[p].arity]).collect();
+    RuleFrame { preds, cte: ctx.alias("r"), tagged, slots, types }
+}
+
+/// Which rules of the component a body calls, and how often (at any depth).
+fn component_calls(b: &RuleBody, preds: &[String]) -> Vec<usize> {
+    let mut calls = Vec::new();
+    calls_in(&b.clauses, false, &mut calls);
+    calls
+        .iter()
+        .filter_map(|(f, _)| read_call(f).ok())
+        .filter_map(|c| preds.iter().position(|p| *p == c.name))
+        .collect()
+}
+
+/// Runs `f` with `frame` pushed on the context's frame stack.
+fn with_frame<T>(ctx: &Ctx, frame: &RuleFrame, f: impl FnOnce() -> Result<T, PlanError>) -> Result<T, PlanError> {
+    ctx.rule_frames.borrow_mut().push(frame.clone());
+    let out = f();
+    ctx.rule_frames.borrow_mut().pop();
+    out
+}
+
+/// Algebrizes one body in a scope of its own; `prepare` adds seeds or sources first. None when the
+/// body is impossible (pruned).
+fn run_body(
+    ctx: &Ctx,
+    clauses: &[Clause],
+    prepare: impl FnOnce(&mut Scope) -> Result<(), PlanError>,
+) -> Result<Option<Scope>, PlanError> {
+    let mut scope = Scope::child(BTreeMap::new(), false);
+    prepare(&mut scope)?;
+    scope.run(ctx, clauses)?;
+    Ok(scope.alg.empty.is_none().then_some(scope))
+}
+
+/// The typed expression of a head variable in a body's scope.
+fn head_expr(ctx: &Ctx, scope: &Scope, var: &Var, form: &Value) -> Result<TExpr, PlanError> {
+    match scope.lookup(var) {
+        Some(VarBinding::Expr(t)) => Ok(t.clone()),
+        Some(VarBinding::Const(c)) => typed(ctx, Operand::Const(c.clone()), form),
+        _ => Err(PlanError::unbound(&var.0, form, "a rule's head variables must be bound by its body")),
+    }
+}
+
+/// An expression in a column of type `ty` (columns of that type as they are, others cast).
+fn as_type(te: &TExpr, ty: &Ty) -> Expr {
+    if te.ty.sql_type() == ty.sql_type() && matches!(te.expr, Expr::Col(..)) {
+        te.expr.clone()
+    } else {
+        te.expr.clone().cast(&ty.sql_type())
+    }
+}
+
+fn null_of(ty: &Ty) -> Expr {
+    Expr::Lit(Lit::Null).cast(&ty.sql_type())
+}
+
+/// Infers the argument types of the component's rules from their bodies: bodies whose calls into
+/// the component have known types first (the base cases), until nothing changes. Arguments of
+/// rules with no derivation stay unknown (typed as refs).
+fn infer_types(ctx: &Ctx, set: &RuleSet, frame: &mut RuleFrame) -> Result<(), PlanError> {
+    let mut done: BTreeSet<(usize, usize)> = BTreeSet::new();
+    loop {
+        let mut progress = false;
+        for (k, p) in frame.preds.clone().iter().enumerate() {
+            for (b, body) in set.rules[p].bodies.iter().enumerate() {
+                let calls = component_calls(body, &frame.preds);
+                if done.contains(&(k, b)) || calls.iter().any(|c| frame.types[*c].iter().any(Option::is_none)) {
+                    continue;
+                }
+                done.insert((k, b));
+                progress = true;
+                let Some(scope) = with_frame(ctx, frame, || run_body(ctx, &body.clauses, |_| Ok(())))? else {
+                    continue;
+                };
+                for (i, v) in body.params.iter().enumerate() {
+                    let t = head_expr(ctx, &scope, v, &body.form)?.ty;
+                    let joined = match &frame.types[k][i] {
+                        None => t,
+                        Some(prev) => prev.join(&t).ok_or_else(|| {
+                            PlanError::type_mismatch(
+                                &body.form,
+                                format!(
+                                    "argument {v} of rule {p} is a {} here and a {} in another body",
+                                    t.name(),
+                                    prev.name()
+                                ),
+                            )
+                        })?,
+                    };
+                    frame.types[k][i] = Some(joined);
+                }
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    for ts in &mut frame.types {
+        for t in ts {
+            t.get_or_insert(Ty::REF);
+        }
+    }
+    Ok(())
+}
+
+/// The recursive CTE of a component; `seeds` (a one-rule component whose bound positions are
+/// invariant) filter the base case.
+fn component_cte(ctx: &Ctx, set: &RuleSet, frame: &RuleFrame, seeds: Option<&Seeds>) -> Result<Cte, PlanError> {
+    let mut columns: Vec<Name> = Vec::new();
+    let mut tys: Vec<Ty> = Vec::new();
+    if frame.tagged {
+        columns.push(Name::new("tag"));
+        tys.push(Ty::LONG);
+    }
+    for (k, slots) in frame.slots.iter().enumerate() {
+        columns.extend(slots.iter().cloned());
+        tys.extend(frame.types[k].iter().map(|t| t.clone().unwrap_or(Ty::REF)));
+    }
+    let mut base = Vec::new();
+    let mut step = Vec::new();
+    for (k, p) in frame.preds.iter().enumerate() {
+        for body in &set.rules[p].bodies {
+            let calls = component_calls(body, &frame.preds);
+            if calls.len() > 1 {
+                return Err(PlanError::unsupported(
+                    &body.form,
+                    "non-linear recursion: a body may call its own recursive component once (DuckDB's recursive CTE \
+                     joins only the new rows of each step); rewrite it with one recursive call",
+                ));
+            }
+            let seed = if calls.is_empty() { seeds } else { None };
+            let prepare = |s: &mut Scope| -> Result<(), PlanError> {
+                let Some(seed) = seed else { return Ok(()) };
+                let vars: Vec<Var> = seed.positions.iter().map(|i| body.params[*i].clone()).collect();
+                if seed.rows.len() == 1 {
+                    for (v, c) in vars.iter().zip(&seed.rows[0]) {
+                        s.bind_const(ctx, v, c.clone(), &body.form)?;
+                    }
+                    Ok(())
+                } else {
+                    s.add_values(ctx, vars.into_iter().map(Some).collect(), seed.rows.clone())
+                }
+            };
+            let Some(scope) = with_frame(ctx, frame, || run_body(ctx, &body.clauses, prepare))? else {
+                continue;
+            };
+            let mut select = body_select(&scope);
+            let mut items = Vec::new();
+            if frame.tagged {
+                items.push((Expr::int(k as i64), Some("tag".to_string())));
+            }
+            for (j, slots) in frame.slots.iter().enumerate() {
+                for (i, slot) in slots.iter().enumerate() {
+                    let ty = frame.types[j][i].clone().unwrap_or(Ty::REF);
+                    let e = if j == k {
+                        as_type(&head_expr(ctx, &scope, &body.params[i], &body.form)?, &ty)
+                    } else {
+                        null_of(&ty)
+                    };
+                    items.push((e, Some(slot.as_str().to_string())));
+                }
+            }
+            select.items = items;
+            if calls.is_empty() {
+                base.push(select);
+            } else {
+                step.push(select);
+            }
+        }
+    }
+    Ok(Cte { name: frame.cte.clone(), columns: columns.clone(), query: recursive_query(&columns, &tys, base, step) })
+}
+
+fn body_select(scope: &Scope) -> Select {
+    body(&scope.alg)
+}
+
+/// `base UNION step`, each side one SELECT (several are wrapped in a subquery, since DuckDB splits a
+/// recursive CTE at its last top-level UNION). No base: an empty typed row set.
+fn recursive_query(columns: &[Name], tys: &[Ty], base: Vec<Select>, step: Vec<Select>) -> Query {
+    let side = |mut parts: Vec<Select>| -> Query {
+        if parts.is_empty() {
+            let items = columns.iter().zip(tys).map(|(c, t)| (null_of(t), Some(c.as_str().to_string()))).collect();
+            return Query::Select(Box::new(Select { items, filters: vec![Expr::bool(false)], ..Default::default() }));
+        }
+        if parts.len() == 1 {
+            return Query::Select(Box::new(parts.remove(0)));
+        }
+        let u = Name::new("u");
+        let union = Query::Union { all: false, parts: parts.into_iter().map(|p| Query::Select(Box::new(p))).collect() };
+        let items = columns.iter().map(|c| (Expr::Col(u.clone(), c.clone()), None)).collect();
+        Query::Select(Box::new(Select {
+            items,
+            from: vec![from(TableSource::Subquery(Box::new(union)), &u)],
+            ..Default::default()
+        }))
+    };
+    if step.is_empty() {
+        side(base)
+    } else {
+        Query::Union { all: false, parts: vec![side(base), side(step)] }
+    }
+}
+
+/// The factored form of a seeded call (see the module docs): `m(s..., x...)` closes the bound
+/// positions from the seeds through the recursive bodies (their recursive call dropped, the head's
+/// bound variables read from `m.x`, the call's bound arguments the new `x`); the base bodies then run
+/// with their bound head variables read from `m.x`, and answer `m.s` in the bound positions. None
+/// when the shape does not allow it after all (a `_` at a bound position of the recursive call).
+fn factored(ctx: &Ctx, rule: &Rule, seeds: &Seeds, types: &[Ty]) -> Result<Option<Query>, PlanError> {
+    let m = ctx.alias("m");
+    let n = seeds.positions.len();
+    let s_cols: Vec<Name> = (0..n).map(|j| Name::new(&format!("s{j}"))).collect();
+    let x_cols: Vec<Name> = (0..n).map(|j| Name::new(&format!("x{j}"))).collect();
+    let bound_tys: Vec<Ty> = seeds.positions.iter().map(|p| types[*p].clone()).collect();
+    // Base: the seeds, typed as the rule's arguments; seeds of the wrong type match nothing.
+    let mut rows: Vec<Vec<Expr>> = Vec::new();
+    for r in &seeds.rows {
+        let typed: Option<Vec<Expr>> = r.iter().zip(&bound_tys).map(|(c, t)| coerce(ctx, c, t)).collect();
+        if let Some(mut row) = typed {
+            if rows.is_empty() {
+                row = row.into_iter().zip(&bound_tys).map(|(e, t)| e.cast(&t.sql_type())).collect();
+            }
+            rows.push(row);
+        }
+    }
+    let v = Name::new("v");
+    let vcols: Vec<Name> = (0..n).map(|j| Name::new(&format!("c{j}"))).collect();
+    let base = if rows.is_empty() {
+        let items = s_cols.iter().chain(&x_cols).zip(bound_tys.iter().chain(&bound_tys));
+        Select {
+            items: items.map(|(c, t)| (null_of(t), Some(c.as_str().to_string()))).collect(),
+            filters: vec![Expr::bool(false)],
+            ..Default::default()
+        }
+    } else {
+        let mut items: Vec<(Expr, Option<String>)> = Vec::new();
+        for names in [&s_cols, &x_cols] {
+            for (j, c) in names.iter().enumerate() {
+                items.push((Expr::Col(v.clone(), vcols[j].clone()), Some(c.as_str().to_string())));
+            }
+        }
+        Select {
+            items,
+            from: vec![from(TableSource::Values { rows, columns: vcols.clone() }, &v)],
+            ..Default::default()
+        }
+    };
+    // Binds the body's bound head variables to a fresh read of `m`.
+    let read_m = |s: &mut Scope, body: &RuleBody| -> Result<Name, PlanError> {
+        let alias = ctx.alias("m");
+        let vars = seeds.positions.iter().map(|p| body.params[*p].clone()).collect();
+        s.add_source(alias.clone(), TableSource::Cte(m.clone()), None, vars);
+        for (j, p) in seeds.positions.iter().enumerate() {
+            let te = TExpr::new(Expr::Col(alias.clone(), x_cols[j].clone()), bound_tys[j].clone());
+            s.bind(ctx, &body.params[*p], te, &body.form)?;
+        }
+        Ok(alias)
+    };
+    let mut step = Vec::new();
+    let mut answers = Vec::new();
+    for body in &rule.bodies {
+        let own =
+            |c: &Clause| matches!(c, Clause::RuleCall { form } if read_call(form).is_ok_and(|rc| rc.name == rule.name));
+        let call = body.clauses.iter().find(|c| own(c)).and_then(|c| match c {
+            Clause::RuleCall { form } => read_call(form).ok(),
+            _ => None,
+        });
+        let rest: Vec<Clause> = body.clauses.iter().filter(|c| !own(c)).cloned().collect();
+        let mut alias = None;
+        let Some(scope) = run_body(ctx, &rest, |s| {
+            alias = Some(read_m(s, body)?);
+            Ok(())
+        })?
+        else {
+            continue;
+        };
+        let ma = alias.unwrap_or_else(|| m.clone());
+        let mut select = body_select(&scope);
+        let mut items: Vec<(Expr, Option<String>)> = Vec::new();
+        match call {
+            Some(call) => {
+                for s in &s_cols {
+                    items.push((Expr::Col(ma.clone(), s.clone()), Some(s.as_str().to_string())));
+                }
+                for (j, p) in seeds.positions.iter().enumerate() {
+                    let e = match &call.args[*p] {
+                        Term::Var(x) => as_type(&head_expr(ctx, &scope, x, &body.form)?, &bound_tys[j]),
+                        Term::Const(c) => match coerce(ctx, &read_constant(ctx, c, &body.form)?, &bound_tys[j]) {
+                            Some(e) => e.cast(&bound_tys[j].sql_type()),
+                            None => continue,
+                        },
+                        Term::Blank | Term::Src => return Ok(None),
+                    };
+                    items.push((e, Some(x_cols[j].as_str().to_string())));
+                }
+                if items.len() == 2 * n {
+                    select.items = items;
+                    step.push(select);
+                }
+            }
+            None => {
+                for (i, p) in body.params.iter().enumerate() {
+                    let e = match seeds.positions.iter().position(|b| b == &i) {
+                        Some(j) => Expr::Col(ma.clone(), s_cols[j].clone()),
+                        None => as_type(&head_expr(ctx, &scope, p, &body.form)?, &types[i]),
+                    };
+                    items.push((e, Some(format!("c{i}"))));
+                }
+                select.items = items;
+                answers.push(Query::Select(Box::new(select)));
+            }
+        }
+    }
+    let m_columns: Vec<Name> = s_cols.iter().chain(&x_cols).cloned().collect();
+    let m_tys: Vec<Ty> = bound_tys.iter().chain(&bound_tys).cloned().collect();
+    let cte = Cte {
+        name: m.clone(),
+        columns: m_columns.clone(),
+        query: recursive_query(&m_columns, &m_tys, vec![base], step),
+    };
+    let answer = match answers.len() {
+        0 => {
+            let items = types.iter().enumerate().map(|(i, t)| (null_of(t), Some(format!("c{i}")))).collect();
+            Query::Select(Box::new(Select { items, filters: vec![Expr::bool(false)], ..Default::default() }))
+        }
+        1 => answers.remove(0),
+        _ => Query::Union { all: false, parts: answers },
+    };
+    Ok(Some(Query::With { recursive: true, ctes: vec![cte], body: Box::new(answer) }))
+}
