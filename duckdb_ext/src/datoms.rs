@@ -16,14 +16,15 @@
 //!
 //! The statement is one SQL statement over the store's tables, streamed like `mentat_q`'s answers.
 
-use crate::query::{bind_statement, drop_box, finish_bind, function, init, named, time_bound, value_text, Bound};
+use crate::query::{
+    bind_statement, finish_bind, named, read_options, register_streaming, store_schema, value_text, Bound, Param,
+    READ_OPTIONS,
+};
 use crate::Instance;
 use duckdb::ffi;
 use planner::datoms::{datoms_sql, Components, Index};
-use planner::layout::{StoreName, DEFAULT_STORE};
 use planner::types::Constant;
-use planner::QueryOptions;
-use std::ffi::{c_void, CStr};
+use std::ffi::CStr;
 use std::sync::Arc;
 
 /// A DuckDB value as a planner constant: integers, floating point numbers, booleans, timestamps (as instant
@@ -66,29 +67,9 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let index_text = if ffi::duckdb_is_null_value(index) { None } else { Some(value_text(index)) };
     ffi::duckdb_destroy_value(&mut index);
     let index = Index::parse(&index_text.ok_or("mentat_datoms: the index is NULL")?).map_err(|e| e.to_string())?;
-    let store = match named(info, c"store") {
-        Some(mut v) => {
-            let s = value_text(v);
-            ffi::duckdb_destroy_value(&mut v);
-            s
-        }
-        None => DEFAULT_STORE.to_string(),
-    };
-    let store = StoreName::parse(&store)?;
-    let history = match named(info, c"history") {
-        Some(mut v) => {
-            let b = ffi::duckdb_get_bool(v);
-            ffi::duckdb_destroy_value(&mut v);
-            b
-        }
-        None => false,
-    };
-    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
+    let (store, opts) = read_options(info)?;
     let components = Components { e: component(info, c"e"), a: component(info, c"a"), v: component(info, c"v") };
-    let schema = {
-        let conn = instance.pool.get()?;
-        instance.stores.open(&conn, &store, false).map_err(|e| e.to_string())?.schema()
-    };
+    let schema = store_schema(instance, &store)?;
     let sql = datoms_sql(index, &components, &schema, &store, &opts).map_err(|e| e.to_string())?;
     bind_statement(info, instance, &sql, &["e", "a", "v", "tx", "added"], &[])
 }
@@ -102,35 +83,8 @@ unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
 /// # Safety
 /// `con` must be a valid connection inside the entry point.
 pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
-    let mut tf = ffi::duckdb_create_table_function();
-    ffi::duckdb_table_function_set_name(tf, c"mentat_datoms".as_ptr());
-    let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
-    let mut any = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY);
-    let mut boolean = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN);
-    ffi::duckdb_table_function_add_parameter(tf, varchar);
-    for (name, ty) in [
-        (c"e", any),
-        (c"a", any),
-        (c"v", any),
-        (c"store", varchar),
-        (c"as_of", any),
-        (c"since", any),
-        (c"history", boolean),
-    ] {
-        ffi::duckdb_table_function_add_named_parameter(tf, name.as_ptr(), ty);
-    }
-    ffi::duckdb_destroy_logical_type(&mut varchar);
-    ffi::duckdb_destroy_logical_type(&mut any);
-    ffi::duckdb_destroy_logical_type(&mut boolean);
-    let extra = Box::new(instance.clone());
-    ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(extra) as *mut c_void, Some(drop_box::<Arc<Instance>>));
-    ffi::duckdb_table_function_set_bind(tf, Some(bind));
-    ffi::duckdb_table_function_set_init(tf, Some(init));
-    ffi::duckdb_table_function_set_function(tf, Some(function));
-    let rc = ffi::duckdb_register_table_function(con, tf);
-    ffi::duckdb_destroy_table_function(&mut tf);
-    if rc != ffi::DuckDBSuccess {
-        return Err("could not register mentat_datoms".into());
-    }
+    let named: Vec<(&CStr, Param)> =
+        [(c"e", Param::Any), (c"a", Param::Any), (c"v", Param::Any)].into_iter().chain(READ_OPTIONS).collect();
+    register_streaming(con, c"mentat_datoms", &[Param::Varchar], &named, instance.clone(), bind)?;
     Ok(())
 }

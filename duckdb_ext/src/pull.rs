@@ -19,12 +19,11 @@
 //! reads a database value, as in Datomic). The pull of one entity is one SQL statement, prepared once per
 //! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
 
-use crate::query::{bind_statement, drop_box, finish_bind, function, init, named, time_bound, value_text, Bound};
+use crate::query::{
+    bind_statement, finish_bind, read_options, register_streaming, store_schema, value_text, Bound, Param, READ_OPTIONS,
+};
 use crate::Instance;
 use duckdb::ffi;
-use planner::layout::{StoreName, DEFAULT_STORE};
-use planner::QueryOptions;
-use std::ffi::{c_void, CStr};
 use std::sync::Arc;
 
 struct Extra {
@@ -59,10 +58,6 @@ fn is_integer(id: ffi::duckdb_type) -> bool {
     )
 }
 
-unsafe fn text_param(info: ffi::duckdb_bind_info, name: &CStr) -> Option<String> {
-    named(info, name).map(|v| value_text(Owned(v).0))
-}
-
 unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let extra = &*(ffi::duckdb_bind_get_extra_info(info) as *const Extra);
     let what = if extra.many { "mentat_pull_many" } else { "mentat_pull" };
@@ -72,16 +67,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let pattern = value_text(pattern.0);
     let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
-    let store = StoreName::parse(&text_param(info, c"store").unwrap_or_else(|| DEFAULT_STORE.to_string()))?;
-    let history = match named(info, c"history") {
-        Some(v) => ffi::duckdb_get_bool(Owned(v).0),
-        None => false,
-    };
-    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
-    let schema = {
-        let conn = extra.instance.pool.get()?;
-        extra.instance.stores.open(&conn, &store, false).map_err(|e| e.to_string())?.schema()
-    };
+    let (store, opts) = read_options(info)?;
+    let schema = store_schema(&extra.instance, &store)?;
     let compiled = planner::compile_pull(&pattern, &schema, &store, &opts).map_err(|e| e.to_string())?;
     let entity_sql = |text: &str| planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string());
     let names = ["e", "pull"];
@@ -138,30 +125,8 @@ unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
 /// `con` must be a valid connection inside the entry point.
 pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
     for (name, many) in [(c"mentat_pull", false), (c"mentat_pull_many", true)] {
-        let mut tf = ffi::duckdb_create_table_function();
-        ffi::duckdb_table_function_set_name(tf, name.as_ptr());
-        let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
-        let mut any = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY);
-        let mut boolean = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN);
-        ffi::duckdb_table_function_add_parameter(tf, varchar);
-        ffi::duckdb_table_function_add_parameter(tf, any);
-        ffi::duckdb_table_function_add_named_parameter(tf, c"store".as_ptr(), varchar);
-        ffi::duckdb_table_function_add_named_parameter(tf, c"as_of".as_ptr(), any);
-        ffi::duckdb_table_function_add_named_parameter(tf, c"since".as_ptr(), any);
-        ffi::duckdb_table_function_add_named_parameter(tf, c"history".as_ptr(), boolean);
-        ffi::duckdb_destroy_logical_type(&mut varchar);
-        ffi::duckdb_destroy_logical_type(&mut any);
-        ffi::duckdb_destroy_logical_type(&mut boolean);
-        let extra = Box::new(Extra { instance: instance.clone(), many });
-        ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(extra) as *mut c_void, Some(drop_box::<Extra>));
-        ffi::duckdb_table_function_set_bind(tf, Some(bind));
-        ffi::duckdb_table_function_set_init(tf, Some(init));
-        ffi::duckdb_table_function_set_function(tf, Some(function));
-        let rc = ffi::duckdb_register_table_function(con, tf);
-        ffi::duckdb_destroy_table_function(&mut tf);
-        if rc != ffi::DuckDBSuccess {
-            return Err(format!("could not register {}", name.to_string_lossy()));
-        }
+        let extra = Extra { instance: instance.clone(), many };
+        register_streaming(con, name, &[Param::Varchar, Param::Any], &READ_OPTIONS, extra, bind)?;
     }
     Ok(())
 }

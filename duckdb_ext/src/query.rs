@@ -202,28 +202,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         None => None,
     };
-    let store_name = match named(info, c"store") {
-        Some(mut v) => {
-            let s = value_text(v);
-            ffi::duckdb_destroy_value(&mut v);
-            s
-        }
-        None => DEFAULT_STORE.to_string(),
-    };
-    let history = match named(info, c"history") {
-        Some(mut v) => {
-            let b = ffi::duckdb_get_bool(v);
-            ffi::duckdb_destroy_value(&mut v);
-            b
-        }
-        None => false,
-    };
-    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
-    let store_name = StoreName::parse(&store_name)?;
-    let schema = {
-        let conn = extra.instance.pool.get()?;
-        extra.instance.stores.open(&conn, &store_name, false).map_err(|e| e.to_string())?.schema()
-    };
+    let (store_name, opts) = read_options(info)?;
+    let schema = store_schema(&extra.instance, &store_name)?;
     let compiled =
         planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
     let sql = match extra.mode {
@@ -368,32 +348,47 @@ pub(crate) unsafe extern "C" fn drop_box<T>(p: *mut c_void) {
     }
 }
 
-/// Registers the table function `name`.
+/// Parameter types of the raw table functions.
+#[derive(Clone, Copy)]
+pub(crate) enum Param {
+    Varchar,
+    Any,
+    Boolean,
+}
+
+/// Registers a raw C-API table function `name` whose bind is `bind` and whose rows stream through this
+/// module's [`init`] and [`function`]; `extra` becomes its extra info (dropped with the function).
 ///
 /// # Safety
 /// `con` must be a valid connection inside the entry point.
-unsafe fn register_one(
+pub(crate) unsafe fn register_streaming<E>(
     con: ffi::duckdb_connection,
     name: &CStr,
-    instance: &Arc<Instance>,
-    mode: Mode,
+    positional: &[Param],
+    named: &[(&CStr, Param)],
+    extra: E,
+    bind: unsafe extern "C" fn(ffi::duckdb_bind_info),
 ) -> Result<(), String> {
     let mut tf = ffi::duckdb_create_table_function();
     ffi::duckdb_table_function_set_name(tf, name.as_ptr());
-    let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
-    let mut any = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY);
-    let mut boolean = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN);
-    ffi::duckdb_table_function_add_parameter(tf, varchar);
-    ffi::duckdb_table_function_add_named_parameter(tf, c"inputs".as_ptr(), varchar);
-    ffi::duckdb_table_function_add_named_parameter(tf, c"store".as_ptr(), varchar);
-    ffi::duckdb_table_function_add_named_parameter(tf, c"as_of".as_ptr(), any);
-    ffi::duckdb_table_function_add_named_parameter(tf, c"since".as_ptr(), any);
-    ffi::duckdb_table_function_add_named_parameter(tf, c"history".as_ptr(), boolean);
-    ffi::duckdb_destroy_logical_type(&mut varchar);
-    ffi::duckdb_destroy_logical_type(&mut any);
-    ffi::duckdb_destroy_logical_type(&mut boolean);
-    let extra = Box::new(Extra { instance: instance.clone(), mode });
-    ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(extra) as *mut c_void, Some(drop_box::<Extra>));
+    let logical = |p: Param| {
+        ffi::duckdb_create_logical_type(match p {
+            Param::Varchar => ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR,
+            Param::Any => ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY,
+            Param::Boolean => ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN,
+        })
+    };
+    for p in positional {
+        let mut t = logical(*p);
+        ffi::duckdb_table_function_add_parameter(tf, t);
+        ffi::duckdb_destroy_logical_type(&mut t);
+    }
+    for (n, p) in named {
+        let mut t = logical(*p);
+        ffi::duckdb_table_function_add_named_parameter(tf, n.as_ptr(), t);
+        ffi::duckdb_destroy_logical_type(&mut t);
+    }
+    ffi::duckdb_table_function_set_extra_info(tf, Box::into_raw(Box::new(extra)) as *mut c_void, Some(drop_box::<E>));
     ffi::duckdb_table_function_set_bind(tf, Some(bind));
     ffi::duckdb_table_function_set_init(tf, Some(init));
     ffi::duckdb_table_function_set_function(tf, Some(function));
@@ -405,6 +400,38 @@ unsafe fn register_one(
     Ok(())
 }
 
+/// The named parameters every reading function takes: `store`, `as_of`, `since`, `history`.
+pub(crate) const READ_OPTIONS: [(&CStr, Param); 4] =
+    [(c"store", Param::Varchar), (c"as_of", Param::Any), (c"since", Param::Any), (c"history", Param::Boolean)];
+
+/// Reads [`READ_OPTIONS`]: the store (default `mentat`) and the time-travel options.
+pub(crate) unsafe fn read_options(info: ffi::duckdb_bind_info) -> Result<(StoreName, QueryOptions), String> {
+    let store = match named(info, c"store") {
+        Some(mut v) => {
+            let s = value_text(v);
+            ffi::duckdb_destroy_value(&mut v);
+            s
+        }
+        None => DEFAULT_STORE.to_string(),
+    };
+    let history = match named(info, c"history") {
+        Some(mut v) => {
+            let b = ffi::duckdb_get_bool(v);
+            ffi::duckdb_destroy_value(&mut v);
+            b
+        }
+        None => false,
+    };
+    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
+    Ok((StoreName::parse(&store)?, opts))
+}
+
+/// The schema cache of an existing store (opened on first use; an error when it does not exist).
+pub(crate) fn store_schema(instance: &Instance, store: &StoreName) -> Result<Arc<planner::schema::Schema>, String> {
+    let conn = instance.pool.get()?;
+    Ok(instance.stores.open(&conn, store, false).map_err(|e| e.to_string())?.schema())
+}
+
 /// Registers `mentat_q` and `mentat_explain`: `(query VARCHAR, inputs := VARCHAR, store := VARCHAR, as_of := ANY,
 /// since := ANY, history := BOOLEAN)`. The inputs are a named parameter because DuckDB keeps only the first of
 /// several table functions of one name registered through the C API, so a positional optional argument cannot
@@ -414,7 +441,9 @@ unsafe fn register_one(
 /// `con` must be a valid connection inside the entry point.
 pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
     for (name, mode) in [(c"mentat_q", Mode::Query), (c"mentat_explain", Mode::Explain)] {
-        register_one(con, name, instance, mode)?;
+        let extra = Extra { instance: instance.clone(), mode };
+        let named: Vec<(&CStr, Param)> = [(c"inputs", Param::Varchar)].into_iter().chain(READ_OPTIONS).collect();
+        register_streaming(con, name, &[Param::Varchar], &named, extra, bind)?;
     }
     Ok(())
 }
