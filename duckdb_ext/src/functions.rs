@@ -40,7 +40,7 @@ pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     Ok(())
 }
 
-fn instance_of(ptr: *const Arc<Instance>) -> Res<Arc<Instance>> {
+pub fn instance_of(ptr: *const Arc<Instance>) -> Res<Arc<Instance>> {
     // SAFETY: DuckDB stores the Arc we registered as extra info for the lifetime of the function.
     unsafe { ptr.as_ref() }.cloned().ok_or_else(|| "mentat: missing extension state".into())
 }
@@ -86,8 +86,33 @@ pub struct TransactBind {
     store: StoreName,
 }
 
+/// Init data of a table function that produces one row: the row is written on the first call only.
 pub struct Once {
     done: AtomicBool,
+}
+
+impl Once {
+    pub fn new() -> Once {
+        Once { done: AtomicBool::new(false) }
+    }
+
+    /// True on the first call. On a later call it empties `output` (the one row was already produced).
+    pub fn first(&self, output: &mut DataChunkHandle) -> bool {
+        if self.done.swap(true, Ordering::SeqCst) {
+            output.set_len(0);
+            false
+        } else {
+            true
+        }
+    }
+}
+
+/// Writes one row of i64 values (BIGINT or TIMESTAMPTZ columns, in order) and sets the output to one row.
+pub fn put_row(output: &mut DataChunkHandle, values: &[i64]) {
+    for (i, x) in values.iter().enumerate() {
+        put::<i64>(&mut output.flat_vector(i), 0, *x);
+    }
+    output.set_len(1);
 }
 
 impl VTab for Transact {
@@ -111,12 +136,11 @@ impl VTab for Transact {
     }
 
     fn init(_: &InitInfo) -> Res<Once> {
-        Ok(Once { done: AtomicBool::new(false) })
+        Ok(Once::new())
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
-        if func.get_init_data().done.swap(true, Ordering::SeqCst) {
-            output.set_len(0);
+        if !func.get_init_data().first(output) {
             return Ok(());
         }
         let b = func.get_bind_data();

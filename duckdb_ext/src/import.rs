@@ -1,12 +1,12 @@
 //! `mentat_import` (set-based bulk import of any SQL query, [`storage::import`]) and `mentat_export` /
 //! `mentat_import_store` (a whole store as Parquet files and back, [`storage::parquet`]).
 
+use crate::functions::{instance_of, put_row, Once};
 use crate::Instance;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use planner::layout::{StoreName, DEFAULT_STORE};
 use std::error::Error;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use storage::import::{ImportOptions, MissingRefs};
 
@@ -36,10 +36,6 @@ pub struct ImportBind {
     opts: ImportOptions,
 }
 
-pub struct Once {
-    done: AtomicBool,
-}
-
 fn named(bind: &BindInfo, name: &str) -> Option<String> {
     bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string())
 }
@@ -67,9 +63,7 @@ impl VTab for Import {
             None => MissingRefs::Error,
         };
         let store = named(bind, "store").unwrap_or_else(|| DEFAULT_STORE.to_string());
-        let ptr = bind.get_extra_info::<Arc<Instance>>();
-        // SAFETY: DuckDB stores the Arc we registered as extra info for the lifetime of the function.
-        let instance = unsafe { ptr.as_ref() }.cloned().ok_or("mentat: missing extension state")?;
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
         Ok(ImportBind {
             instance,
             source: source.to_string(),
@@ -79,24 +73,18 @@ impl VTab for Import {
     }
 
     fn init(_: &InitInfo) -> Res<Once> {
-        Ok(Once { done: AtomicBool::new(false) })
+        Ok(Once::new())
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
-        if func.get_init_data().done.swap(true, Ordering::SeqCst) {
-            output.set_len(0);
+        if !func.get_init_data().first(output) {
             return Ok(());
         }
         let b = func.get_bind_data();
         let conn = b.instance.pool.get()?;
         let store = b.instance.stores.open(&conn, &b.store, false)?;
         let r = storage::import::import(&conn, &store, &b.source, &b.opts)?;
-        for (i, x) in [r.tx, r.tx_instant, r.entities, r.created, r.datoms].into_iter().enumerate() {
-            let mut v = output.flat_vector(i);
-            // SAFETY: every column is BIGINT or TIMESTAMPTZ, both i64; row 0 is within any vector's capacity.
-            unsafe { v.as_mut_slice::<i64>()[0] = x };
-        }
-        output.set_len(1);
+        put_row(output, &[r.tx, r.tx_instant, r.entities, r.created, r.datoms]);
         Ok(())
     }
 
@@ -157,19 +145,16 @@ impl<const MODE: u8> VTab for Parquet<MODE> {
             return Err("mentat: the directory is NULL".into());
         }
         let store = named(bind, "store").unwrap_or_else(|| DEFAULT_STORE.to_string());
-        let ptr = bind.get_extra_info::<Arc<Instance>>();
-        // SAFETY: DuckDB stores the Arc we registered as extra info for the lifetime of the function.
-        let instance = unsafe { ptr.as_ref() }.cloned().ok_or("mentat: missing extension state")?;
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
         Ok(ParquetBind { instance, dir: dir.to_string(), store: StoreName::parse(&store)? })
     }
 
     fn init(_: &InitInfo) -> Res<Once> {
-        Ok(Once { done: AtomicBool::new(false) })
+        Ok(Once::new())
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
-        if func.get_init_data().done.swap(true, Ordering::SeqCst) {
-            output.set_len(0);
+        if !func.get_init_data().first(output) {
             return Ok(());
         }
         let b = func.get_bind_data();
@@ -188,12 +173,7 @@ impl<const MODE: u8> VTab for Parquet<MODE> {
                 }
             }
         };
-        for (i, x) in [r.files, r.current, r.history].into_iter().enumerate() {
-            let mut v = output.flat_vector(i);
-            // SAFETY: every column is BIGINT (i64); row 0 is within any vector's capacity.
-            unsafe { v.as_mut_slice::<i64>()[0] = x };
-        }
-        output.set_len(1);
+        put_row(output, &[r.files, r.current, r.history]);
         Ok(())
     }
 
