@@ -269,7 +269,10 @@ def main(argv=None):
             ap.error(f"unknown scenario {s}")
     own_tmp = opts.workdir is None
     opts.workdir = opts.workdir or tempfile.mkdtemp(prefix="mentat-suite-")
-    ext = snapshot_extension(opts.workdir)
+    ext = snapshot_extension(opts.workdir)  # the commit below is the tree's when the extension was copied
+    git0 = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty0 = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                 capture_output=True, text=True).stdout.strip())
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     res = Results()
@@ -280,10 +283,7 @@ def main(argv=None):
     meta = {"started": datetime.datetime.fromtimestamp(t0).isoformat(timespec="seconds"),
             "seconds": round(time.time() - t0), "scales": opts.scales, "quick": opts.quick,
             "extension": str(ext), "argv": sys.argv[1:] if argv is None else argv,
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                  text=True).stdout.strip(),
-            "git_dirty": bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                             capture_output=True, text=True).stdout.strip()),
+            "git": git0, "git_dirty": dirty0,
             "cpus": os.cpu_count(), "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loadavg_start": load0}
     report.write(out, res, meta, opts)
     pg = sys.modules.get(f"{__package__}.peers.pg_peer")

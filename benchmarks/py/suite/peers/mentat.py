@@ -151,6 +151,10 @@ class DuckSQL(Peer):
         a = self.m.attr
         self.t = {k: f"mentat.cur_{v}" for k, v in a.items()}
         self.h = {k: f"mentat.hist_{v}" for k, v in a.items()}
+        cols = {r[0] for r in self.m.con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'mentat' AND table_name = ?",
+            [f"hist_{a[':issue/state']}"]).fetchall()}
+        self.hist_layout = "retracted_tx" if "retracted_tx" in cols else "added"
 
     def session(self):
         return DuckSQLSession(self)
@@ -168,7 +172,11 @@ class DuckSQLSession:
         self.sql_q4 = (f"SELECT s.e, ti.v, p.v FROM {t[':issue/state']} s JOIN {t[':issue/priority']} p ON p.e = s.e "
                        f"JOIN {t[':issue/title']} ti ON ti.e = s.e WHERE s.v = ':state/open' AND p.v >= 4")
 
-        def asof(a):  # datoms of attribute a true as of tx $t: the last event per (e, v) at or before t is an add
+        def asof(a):
+            if p.hist_layout == "retracted_tx":  # hist_ holds retracted datoms: asserted at tx, retracted at retracted_tx
+                return (f"(SELECT e, v FROM {t[a]} WHERE tx <= $t UNION ALL "
+                        f"SELECT e, v FROM {h[a]} WHERE tx <= $t AND $t < retracted_tx)")
+            # the older event-log layout: the last event per (e, v) at or before t is an add
             return (f"(SELECT e, v FROM {h[a]} WHERE tx <= $t "
                     f"QUALIFY row_number() OVER (PARTITION BY e, v ORDER BY tx DESC, added) = 1 AND added)")
         self.sql_asof = (f"SELECT a.e, ti.v, s.v FROM {asof(':user/email')} u JOIN {asof(':issue/assignee')} a "
