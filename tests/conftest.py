@@ -51,3 +51,21 @@ def cli(sql, db=":memory:"):
     p = subprocess.run(["duckdb", "-unsigned", "-csv", str(db)], input=script, capture_output=True, text=True,
                        timeout=600)
     return p.returncode, p.stdout, p.stderr
+
+
+def mentat_call(prefix, query, inputs=None, **named):
+    """`prefix(?, inputs := ?, name := ?, ...)` and its parameters: a call of mentat_q (or mentat_explain,
+    mentat_with, ...) with the query, optional inputs and named options bound as parameters."""
+    args, params = ["?"], [query]
+    if inputs is not None:
+        args.append("inputs := ?")
+        params.append(inputs)
+    for k, v in named.items():
+        args.append(f"{k} := ?")
+        params.append(v)
+    return f"{prefix}({', '.join(args)})", params
+
+
+def q(con, query, inputs=None, **named):
+    """All rows of mentat_q(query, inputs := ..., **named), in the order DuckDB returns them."""
+    return con.execute(*mentat_call("SELECT * FROM mentat_q", query, inputs, **named)).fetchall()

@@ -8,18 +8,7 @@ import pyarrow as pa
 import pytest
 
 from test_pull import db  # noqa: F401  (the fixture: ann, bob, cat, labels, issues i1 and i2)
-from conftest import transact
-
-
-def q(con, query, inputs=None, **named):
-    args, params = ["?"], [query]
-    if inputs is not None:
-        args.append("inputs := ?")
-        params.append(inputs)
-    for k, v in named.items():
-        args.append(f"{k} := ?")
-        params.append(v)
-    return con.execute(f"SELECT * FROM mentat_q({', '.join(args)})", params).fetchall()
+from conftest import q, transact
 
 
 def columns(con, query):

@@ -29,7 +29,7 @@ import duckdb
 import pyarrow.compute as pc
 import pytest
 
-from conftest import cli, connect, transact
+from conftest import cli, connect, mentat_call, q, transact
 
 UTC = dt.timezone.utc
 
@@ -87,25 +87,9 @@ ITEMS = {  # name: (price, owner, tags)
 }
 
 
-def q(con, query, inputs=None, **named):
-    """All rows of mentat_q(query, inputs := ..., **named)."""
-    return con.execute(*_call("SELECT * FROM mentat_q", query, inputs, named)).fetchall()
-
-
-def _call(prefix, query, inputs, named):
-    args, params = ["?"], [query]
-    if inputs is not None:
-        args.append("inputs := ?")
-        params.append(inputs)
-    for k, v in named.items():
-        args.append(f"{k} := ?")
-        params.append(v)
-    return f"{prefix}({', '.join(args)})", params
-
-
 def columns(con, query, inputs=None):
     """(name, DuckDB type) of each output column."""
-    sql, params = _call("DESCRIBE SELECT * FROM mentat_q", query, inputs, {})
+    sql, params = mentat_call("DESCRIBE SELECT * FROM mentat_q", query, inputs)
     return [(r[0], r[1]) for r in con.execute(sql, params).fetchall()]
 
 

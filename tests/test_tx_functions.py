@@ -9,6 +9,7 @@ import datetime
 import duckdb
 import pytest
 
+import conftest
 from conftest import transact
 
 SCHEMA = """[
@@ -19,14 +20,7 @@ SCHEMA = """[
 
 
 def q(con, query, inputs=None, **named):
-    args, params = ["?"], [query]
-    if inputs is not None:
-        args.append("inputs := ?")
-        params.append(inputs)
-    for k, v in named.items():
-        args.append(f"{k} := ?")
-        params.append(v)
-    return sorted(con.execute(f"SELECT * FROM mentat_q({', '.join(args)})", params).fetchall())
+    return sorted(conftest.q(con, query, inputs, **named))
 
 
 def datoms(con, index, **named):

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, connect, transact
+from conftest import ROOT, connect, q, transact
 
 Q1 = "[:find ?e ?name :in $ ?email :where [?e :user/email ?email] [?e :user/name ?name]]"
 Q2 = ("[:find ?i ?title ?state :in $ ?email :where [?u :user/email ?email] [?i :issue/assignee ?u] "
@@ -29,18 +29,6 @@ INPUT_BINDINGS = "[:find ?e ?name :in $ [?email ...] :where [?e :user/email ?ema
 
 def edn_str(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def q(con, query, inputs=None, **named):
-    args = ["?"]
-    params = [query]
-    if inputs is not None:
-        args.append("inputs := ?")
-        params.append(inputs)
-    for k, v in named.items():
-        args.append(f"{k} := ?")
-        params.append(v)
-    return con.execute(f"SELECT * FROM mentat_q({', '.join(args)})", params).fetchall()
 
 
 def idx_of(title):
