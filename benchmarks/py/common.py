@@ -36,4 +36,6 @@ def load_store(con, data, store="mentat"):
     files = sorted((data / "tx").glob("*.edn"))
     for f in files:
         con.execute("SELECT * FROM mentat_transact(?, store := ?)", [f.read_text(), store]).fetchall()
+    # compress and write everything to the database file, as a long-running store would have been by now
+    con.execute("CHECKPOINT")
     return len(files)
