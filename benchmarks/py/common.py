@@ -1,6 +1,8 @@
 """Helpers shared by the benchmark scripts."""
 import os
 import pathlib
+import statistics
+import time
 
 import duckdb
 
@@ -39,3 +41,18 @@ def load_store(con, data, store="mentat"):
     # compress and write everything to the database file, as a long-running store would have been by now
     con.execute("CHECKPOINT")
     return len(files)
+
+
+def timed(fn, samples):
+    """Warms up with 3 calls, then times `fn` at least `samples` times or for 10 s (at most 5 x samples).
+    Returns (p50, p95) in milliseconds."""
+    for _ in range(3):
+        fn()
+    ts = []
+    deadline = time.perf_counter() + 10
+    while len(ts) < samples or (time.perf_counter() < deadline and len(ts) < samples * 5):
+        t = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t) * 1000)
+    ts.sort()
+    return statistics.median(ts), ts[int(len(ts) * 0.95) - 1]

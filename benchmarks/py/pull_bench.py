@@ -12,30 +12,15 @@ import csv
 import json
 import pathlib
 import random
-import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import connect, load_store  # noqa: E402
+from common import connect, load_store, timed  # noqa: E402
 
 Q2 = ("[:find ?i ?title ?state :in $ ?email :where [?u :user/email ?email] [?i :issue/assignee ?u] "
       "[?i :issue/title ?title] [?i :issue/state ?state]]")
 SINCE = "[:find ?i :where [?i :issue/state _]]"
-
-
-def timed(fn, samples):
-    for _ in range(3):
-        fn()
-    ts = []
-    deadline = time.perf_counter() + 10
-    while len(ts) < samples or (time.perf_counter() < deadline and len(ts) < samples * 5):
-        t = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t) * 1000)
-    ts.sort()
-    return statistics.median(ts), ts[int(len(ts) * 0.95) - 1]
 
 
 def txs(con):

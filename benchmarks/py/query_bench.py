@@ -8,12 +8,10 @@ checked against truth.json (initial state) before timing. Figures are printed; n
 import argparse
 import json
 import pathlib
-import statistics
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import connect, load_store  # noqa: E402
+from common import connect, load_store, timed  # noqa: E402
 
 Q1 = "[:find ?e ?name :in $ ?email :where [?e :user/email ?email] [?e :user/name ?name]]"
 Q2 = ("[:find ?i ?title ?state :in $ ?email :where [?u :user/email ?email] [?i :issue/assignee ?u] "
@@ -22,21 +20,6 @@ Q3 = "[:find ?state (count ?i) :where [?i :issue/state ?state]]"
 Q4 = ("[:find ?i ?title ?priority :in $ ?min :where [?i :issue/state :state/open] [?i :issue/priority ?priority] "
       "[?i :issue/title ?title] [(>= ?priority ?min)]]")
 QIB = "[:find ?e ?name :in $ [?email ...] :where [?e :user/email ?email] [?e :user/name ?name]]"
-
-
-def timed(fn, samples):
-    for _ in range(3):
-        fn()
-    ts = []
-    deadline = time.perf_counter() + 10
-    while len(ts) < samples or (time.perf_counter() < deadline and len(ts) < samples * 5):
-        t = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t) * 1000)
-        if len(ts) >= samples and time.perf_counter() > deadline:
-            break
-    ts.sort()
-    return statistics.median(ts), ts[int(len(ts) * 0.95) - 1]
 
 
 def main():

@@ -17,8 +17,8 @@
 //! The statement is one SQL statement over the store's tables, streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_statement, finish_bind, named, read_options, register_streaming, store_schema, value_text, Bound, Param,
-    READ_OPTIONS,
+    bind_statement, finish_bind, is_integer, named, read_options, register_streaming, store_schema, value_text, Bound,
+    Param, READ_OPTIONS,
 };
 use crate::Instance;
 use duckdb::ffi;
@@ -33,15 +33,7 @@ pub(crate) unsafe fn constant(v: ffi::duckdb_value) -> Constant {
     // The value owns its logical type.
     let id = ffi::duckdb_get_type_id(ffi::duckdb_get_value_type(v));
     match id {
-        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_USMALLINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UTINYINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT => Constant::Long(ffi::duckdb_get_int64(v)),
+        id if is_integer(id) => Constant::Long(ffi::duckdb_get_int64(v)),
         ffi::DUCKDB_TYPE_DUCKDB_TYPE_DOUBLE
         | ffi::DUCKDB_TYPE_DUCKDB_TYPE_FLOAT
         | ffi::DUCKDB_TYPE_DUCKDB_TYPE_DECIMAL => Constant::Double(ffi::duckdb_get_double(v)),

@@ -20,7 +20,8 @@
 //! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_statement, finish_bind, read_options, register_streaming, store_schema, value_text, Bound, Param, READ_OPTIONS,
+    bind_statement, finish_bind, is_integer, read_options, register_streaming, store_schema, value_text, Bound, Param,
+    READ_OPTIONS,
 };
 use crate::Instance;
 use duckdb::ffi;
@@ -41,21 +42,6 @@ impl Drop for Owned {
             unsafe { ffi::duckdb_destroy_value(&mut self.0) };
         }
     }
-}
-
-fn is_integer(id: ffi::duckdb_type) -> bool {
-    matches!(
-        id,
-        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_USMALLINT
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UTINYINT
-            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT
-    )
 }
 
 unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {

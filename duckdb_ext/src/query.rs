@@ -169,16 +169,8 @@ pub(crate) unsafe fn time_bound(info: ffi::duckdb_bind_info, name: &CStr) -> Opt
     let mut v = named(info, name)?;
     let ty = ffi::duckdb_get_value_type(v);
     let id = ffi::duckdb_get_type_id(ty);
-    let bound = match id {
-        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
-        | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT => TimeBound::Tx(ffi::duckdb_get_int64(v)),
-        _ => TimeBound::Instant(value_text(v)),
-    };
+    let bound =
+        if is_integer(id) { TimeBound::Tx(ffi::duckdb_get_int64(v)) } else { TimeBound::Instant(value_text(v)) };
     ffi::duckdb_destroy_value(&mut v);
     Some(bound)
 }
@@ -346,6 +338,22 @@ pub(crate) unsafe extern "C" fn drop_box<T>(p: *mut c_void) {
     if !p.is_null() {
         drop(Box::from_raw(p as *mut T));
     }
+}
+
+/// Whether a DuckDB type id is an integer type (read as an i64 entid or long).
+pub(crate) fn is_integer(id: ffi::duckdb_type) -> bool {
+    matches!(
+        id,
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_USMALLINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_UTINYINT
+            | ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT
+    )
 }
 
 /// Parameter types of the raw table functions.
