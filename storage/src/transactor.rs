@@ -162,7 +162,7 @@ impl<'a> Tx<'a> {
                     let (e, v) = (self.entity(e, form)?, self.value(v, form)?);
                     if e == self.tx && *a == layout::DB_TX_INSTANT {
                         if let Val::Instant(us) = v {
-                            explicit_instant = Some((us, form.clone()));
+                            explicit_instant = Some((us, form.to_string()));
                         }
                         continue;
                     }
@@ -176,7 +176,7 @@ impl<'a> Tx<'a> {
                         Some(o) => Some(self.value(o, form)?),
                         None => None,
                     };
-                    cas.push((self.entity(e, form)?, *a, old, self.value(new, form)?, form.clone()));
+                    cas.push((self.entity(e, form)?, *a, old, self.value(new, form)?, form.to_string()));
                 }
             }
         }

@@ -11,6 +11,7 @@ use crate::error::{Result, StorageError};
 use crate::value::{scalar_from_edn, Val};
 use edn_format::{Keyword, Value as Edn};
 use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use std::sync::Arc;
 
 /// A tempid: one the user wrote, or one the transactor made for a map without `:db/id`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,15 +48,18 @@ pub enum ValuePlace {
     Entity(EntityPlace),
 }
 
+/// The EDN text of a top-level transaction form, shared by all the terms that come from it.
+pub type FormText = Arc<str>;
+
 /// One operation of a transaction, attributes resolved to entids and values type-checked.
 /// `form` is the EDN text of the top-level form it came from, for error messages.
 #[derive(Clone, Debug)]
 pub enum Term {
-    Add { e: EntityPlace, a: Entid, v: ValuePlace, form: String },
-    Retract { e: EntityPlace, a: Entid, v: ValuePlace, form: String },
-    RetractAttribute { e: EntityPlace, a: Entid, form: String },
-    RetractEntity { e: EntityPlace, form: String },
-    Cas { e: EntityPlace, a: Entid, old: Option<ValuePlace>, new: ValuePlace, form: String },
+    Add { e: EntityPlace, a: Entid, v: ValuePlace, form: FormText },
+    Retract { e: EntityPlace, a: Entid, v: ValuePlace, form: FormText },
+    RetractAttribute { e: EntityPlace, a: Entid, form: FormText },
+    RetractEntity { e: EntityPlace, form: FormText },
+    Cas { e: EntityPlace, a: Entid, old: Option<ValuePlace>, new: ValuePlace, form: FormText },
 }
 
 /// Parses EDN text into the top-level vector of transaction forms.
@@ -77,22 +81,26 @@ pub struct TermBuilder<'s> {
     next_internal: u64,
     /// Terms produced so far.
     pub terms: Vec<Term>,
+    /// The text of the top-level form being read.
+    current: FormText,
 }
 
 impl<'s> TermBuilder<'s> {
     pub fn new(schema: &'s Schema) -> TermBuilder<'s> {
-        TermBuilder { schema, next_internal: 0, terms: Vec::new() }
+        TermBuilder { schema, next_internal: 0, terms: Vec::new(), current: Arc::from("") }
     }
 
     /// Adds the terms of one top-level form.
     pub fn add_form(&mut self, form: &Edn) -> Result<()> {
         match form {
             Edn::Map(_) => {
-                let text = edn_format::emit_str(form);
+                self.current = Arc::from(edn_format::emit_str(form));
+                let text = self.current.clone();
                 self.map_form(form, &text, None).map(|_| ())
             }
             Edn::Vector(items) | Edn::List(items) => {
-                let text = edn_format::emit_str(form);
+                self.current = Arc::from(edn_format::emit_str(form));
+                let text = self.current.clone();
                 self.list_form(items, &text)
             }
             _ => Err(StorageError::bad_form(form, "expected a list form like [:db/add e a v] or a map")),
@@ -119,9 +127,9 @@ impl<'s> TermBuilder<'s> {
                     return Err(bad("nested maps are only allowed in map forms"));
                 }
                 self.terms.push(if add {
-                    Term::Add { e, a: a.entid, v, form: form.to_string() }
+                    Term::Add { e, a: a.entid, v, form: self.current.clone() }
                 } else {
-                    Term::Retract { e, a: a.entid, v, form: form.to_string() }
+                    Term::Retract { e, a: a.entid, v, form: self.current.clone() }
                 });
                 Ok(())
             }
@@ -131,12 +139,12 @@ impl<'s> TermBuilder<'s> {
                     return Err(bad("a reverse attribute cannot be retracted as a whole"));
                 }
                 let e = self.entity(&items[1], form)?;
-                self.terms.push(Term::RetractAttribute { e, a: a.entid, form: form.to_string() });
+                self.terms.push(Term::RetractAttribute { e, a: a.entid, form: self.current.clone() });
                 Ok(())
             }
             (":db/retractEntity", 2) | (":db.fn/retractEntity", 2) => {
                 let e = self.entity(&items[1], form)?;
-                self.terms.push(Term::RetractEntity { e, form: form.to_string() });
+                self.terms.push(Term::RetractEntity { e, form: self.current.clone() });
                 Ok(())
             }
             (":db/cas", 5) | (":db.fn/cas", 5) => {
@@ -150,7 +158,7 @@ impl<'s> TermBuilder<'s> {
                     v => Some(self.value(a, v, form)?),
                 };
                 let new = self.value(a, &items[4], form)?;
-                self.terms.push(Term::Cas { e, a: a.entid, old, new, form: form.to_string() });
+                self.terms.push(Term::Cas { e, a: a.entid, old, new, form: self.current.clone() });
                 Ok(())
             }
             (
@@ -228,11 +236,11 @@ impl<'s> TermBuilder<'s> {
                         e: source,
                         a: attr.entid,
                         v: ValuePlace::Entity(e.clone()),
-                        form: form.to_string(),
+                        form: self.current.clone(),
                     });
                 } else {
                     let v = self.value(attr, value, form)?;
-                    self.terms.push(Term::Add { e: e.clone(), a: attr.entid, v, form: form.to_string() });
+                    self.terms.push(Term::Add { e: e.clone(), a: attr.entid, v, form: self.current.clone() });
                 }
             }
         }
