@@ -285,7 +285,8 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
 pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
     edn_format::parse_str(text).map_err(|e| PlanError::Edn {
         what,
-        message: e.to_string(),
+        // edn-format counts lines in `col` and characters within a line in `row`.
+        message: format!("line {}, column {}: {:?}", e.col, e.row, e.error),
         form: text.chars().take(200).collect(),
     })
 }

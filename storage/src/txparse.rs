@@ -65,8 +65,9 @@ pub enum Term {
 /// Parses EDN text into the top-level vector of transaction forms.
 pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
     let v = edn_format::parse_str(text).map_err(|e| StorageError::Edn {
-        row: e.row,
-        col: e.col,
+        // edn-format counts lines in `col` and characters within a line in `row`.
+        row: e.col,
+        col: e.row,
         message: format!("{:?}", e.error),
     })?;
     match v {
@@ -461,6 +462,9 @@ mod tests {
         let e = parse_tx(r#"[[:db/add "u" :user/name 1]]"#, &s).unwrap_err();
         assert!(matches!(e, StorageError::WrongType { .. }));
         assert!(matches!(parse_tx("[[:db/add", &s).unwrap_err(), StorageError::Edn { .. }));
+        // the stray `]` closes the vector while the map is open: line 2, column 18
+        let e = parse_tx("[{:user/email \"x@y.z\"\n  :user/name \"X\" ]", &s).unwrap_err();
+        assert!(matches!(e, StorageError::Edn { row: 2, col: 18, .. }), "{e}");
         // a nested map with a unique identity attribute is fine
         assert!(parse_tx(r#"[{:issue/assignee {:user/email "x"}}]"#, &s).is_ok());
     }
