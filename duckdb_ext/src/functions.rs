@@ -281,10 +281,7 @@ impl VScalar for Sql {
             let inputs = if columns > 1 { text(1, row) } else { None };
             let store = if columns > 2 { text(2, row) } else { None };
             let name = StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?;
-            let schema = {
-                let conn = state.pool.get()?;
-                state.stores.open(&conn, &name, false)?.schema()
-            };
+            let schema = crate::query::store_schema(state, &name)?;
             let compiled =
                 planner::compile_query(&query, inputs.as_deref(), &schema, &name, &planner::QueryOptions::default())?;
             out.insert(row, compiled.sql.as_str());

@@ -436,6 +436,9 @@ pub(crate) unsafe fn read_options(info: ffi::duckdb_bind_info) -> Result<(StoreN
 
 /// The schema cache of an existing store (opened on first use; an error when it does not exist).
 pub(crate) fn store_schema(instance: &Instance, store: &StoreName) -> Result<Arc<planner::schema::Schema>, String> {
+    if let Some(open) = instance.stores.get(store) {
+        return Ok(open.schema());
+    }
     let conn = instance.pool.get()?;
     Ok(instance.stores.open(&conn, store, false).map_err(|e| e.to_string())?.schema())
 }

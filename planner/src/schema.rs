@@ -191,11 +191,6 @@ impl Schema {
         self.entid(ident).and_then(|e| self.attributes.get(&e))
     }
 
-    /// Mutable access to an attribute, for schema alteration.
-    pub fn attribute_mut(&mut self, entid: Entid) -> Option<&mut Attribute> {
-        self.attributes.get_mut(&entid)
-    }
-
     /// All attributes, ordered by entid.
     pub fn attributes(&self) -> Vec<&Attribute> {
         let mut v: Vec<&Attribute> = self.attributes.values().collect();

@@ -135,12 +135,11 @@ pub struct ImportReport {
 /// [`StorageError::UniqueConflict`] for a unique value another entity holds, [`StorageError::UpsertConflict`]
 /// for a row whose identity values reach two entities, [`StorageError::DuckDb`] for a source that fails.
 pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
-    if let Some(dir) = crate::parquet::read_only(conn, &store.name)? {
+    if let Some(dir) = store.read_only() {
         return Err(StorageError::Store(format!("{} is read-only: a Parquet export attached from {dir}", store.name)));
     }
     let _writer = store.lock_writer();
     let started = Instant::now();
-    conn.execute_batch("BEGIN TRANSACTION")?;
     // Inside the transaction, so that the partition marks read here are the ones this import moves.
     let run = || -> Result<(ImportReport, StoreState)> {
         let state = store.refresh(conn)?;
@@ -150,21 +149,10 @@ pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportO
         job.progress("committing");
         Ok((report, StoreState { schema: state.schema.clone(), parts: job.parts }))
     };
-    match run() {
-        Ok((report, state)) => {
-            if let Err(e) = conn.execute_batch("COMMIT") {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(e.into());
-            }
-            // Also forgets the store's unique-value cache, which this import did not keep up to date.
-            store.set_state(state);
-            Ok(report)
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    let (report, state) = crate::in_transaction(conn, run)?;
+    // Also forgets the store's unique-value cache, which this import did not keep up to date.
+    store.set_state(state);
+    Ok(report)
 }
 
 /// One source column and the attribute it names.

@@ -14,3 +14,17 @@ pub mod stage;
 pub mod store;
 pub mod trace;
 pub mod transactor;
+
+/// Runs `f` inside one DuckDB transaction on `conn` (which must have none open): COMMIT when `f` returns Ok,
+/// ROLLBACK when it or the COMMIT fails, so that a failed call leaves nothing behind.
+pub fn in_transaction<T>(conn: &duckdb::Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
+    let committed = f().and_then(|v| {
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(v)
+    });
+    if committed.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    committed
+}

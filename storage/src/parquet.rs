@@ -48,7 +48,6 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
     let tables: Vec<String> =
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
     std::fs::create_dir_all(dir).map_err(|e| StorageError::Store(format!("cannot create {dir}: {e}")))?;
-    conn.execute_batch("BEGIN TRANSACTION")?;
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         for t in &tables {
@@ -62,9 +61,7 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
         }
         Ok(report)
     };
-    let out = run();
-    let _ = conn.execute_batch("COMMIT");
-    out
+    crate::in_transaction(conn, run)
 }
 
 /// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction.
@@ -73,7 +70,6 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
 /// [`StorageError::DuckDb`] for unreadable files.
 pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
     let files = export_files(conn, dir, name)?;
-    conn.execute_batch("BEGIN TRANSACTION")?;
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         conn.execute_batch(&format!(
@@ -140,16 +136,7 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
         }
         Ok(report)
     };
-    match run() {
-        Ok(r) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(r)
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    crate::in_transaction(conn, run)
 }
 
 /// The `meta` key that marks a store read-only; its value says why (the directory of an attached export).
@@ -160,7 +147,6 @@ pub const READ_ONLY_KEY: &str = "read_only";
 /// pull) read the files directly. Writers must refuse it: [`read_only`] says so. Errors as [`import_store`].
 pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
     let files = export_files(conn, dir, name)?;
-    conn.execute_batch("BEGIN TRANSACTION")?;
     let run = || -> Result<ParquetReport> {
         conn.execute_batch(&format!("CREATE SCHEMA {}", name.sql()))?;
         for f in &files {
@@ -192,16 +178,7 @@ pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetR
         )?;
         Ok(ParquetReport { files: files.len() as i64, current, history })
     };
-    match run() {
-        Ok(r) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(r)
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    crate::in_transaction(conn, run)
 }
 
 /// Why the store `name` cannot be written (it is an attached Parquet export), or None. One small query.

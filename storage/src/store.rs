@@ -5,7 +5,7 @@ use crate::error::{Result, StorageError};
 use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::{self, StoreName};
-use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use planner::schema::{Attribute, Entid, Schema, Unique};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -152,6 +152,11 @@ impl Registry {
         Ok(store)
     }
 
+    /// The store `name` if it is already open (no database access).
+    pub fn get(&self, name: &StoreName) -> Option<Arc<Store>> {
+        self.stores.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
     /// Forgets a cached store, so that the next [`Registry::open`] reads it again.
     pub fn forget(&self, name: &StoreName) {
         self.stores.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
@@ -205,7 +210,6 @@ pub fn drop_index_ddl(store: &StoreName, aid: Entid) -> String {
 fn create_store(conn: &Connection, name: &StoreName) -> Result<()> {
     let boot = layout::bootstrap_schema();
     let mut sql = vec![
-        "BEGIN TRANSACTION".to_string(),
         format!("CREATE SCHEMA IF NOT EXISTS {}", name.sql()),
         format!("CREATE TABLE {} (key VARCHAR NOT NULL, value VARCHAR NOT NULL)", name.table("meta")),
         format!(
@@ -255,12 +259,7 @@ fn create_store(conn: &Connection, name: &StoreName) -> Result<()> {
         let list = values.join(", ");
         sql.push(format!("INSERT INTO {} VALUES {list}", name.current(a)));
     }
-    sql.push("COMMIT".into());
-    if let Err(e) = conn.execute_batch(&sql.join(";\n")) {
-        let _ = conn.execute_batch("ROLLBACK");
-        return Err(e.into());
-    }
-    Ok(())
+    crate::in_transaction(conn, || Ok(conn.execute_batch(&sql.join(";\n"))?))
 }
 
 /// The entid of a `:db.unique/...` ident.
@@ -365,9 +364,4 @@ pub fn attribute_from_props(schema: &Schema, e: Entid, p: &HashMap<Entid, String
         component: flag(layout::DB_IS_COMPONENT),
         doc: p.get(&layout::DB_DOC).cloned(),
     })
-}
-
-/// Is this value type stored with the given staged column (see `stage`)?
-pub fn is_ref(t: ValueType) -> bool {
-    t == ValueType::Ref
 }

@@ -47,24 +47,12 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
     trace.mark("edn");
-    conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
-    trace.mark("begin");
-    match run_open(conn, store, &forms, &mut trace) {
-        Ok((report, state, (retracted, asserted))) => {
-            if let Err(e) = conn.prepare_cached("COMMIT").and_then(|mut c| c.execute([])) {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(e.into());
-            }
-            trace.mark("commit");
-            trace.print(&format!("tx {} ({} datoms)", report.tx, report.datoms));
-            store.commit_state(state, &retracted, asserted);
-            Ok(report)
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    let (report, state, (retracted, asserted)) =
+        crate::in_transaction(conn, || run_open(conn, store, &forms, &mut trace))?;
+    trace.mark("commit");
+    trace.print(&format!("tx {} ({} datoms)", report.tx, report.datoms));
+    store.commit_state(state, &retracted, asserted);
+    Ok(report)
 }
 
 /// The work of a transaction inside the caller's open DuckDB transaction, writes included, up to (not including)
