@@ -181,60 +181,107 @@ def writes(res, scale, peer, ds, opts, scenarios):
                 res.add(scale, peer.name, "update_heavy", "reads", st=out["reads"])
 
 
+def run_group(res, scale, group, scenarios, opts):
+    """One peer group at one scale, in this process: mentat (with duckdb_sql, which reads mentat's tables) or one
+    other peer. Loads, applies the history, runs the read scenarios, the sweep, cold_vs_warm, then the writes."""
+    ds = W.Dataset(W.generate(scale, opts.data_root))
+    wd = pathlib.Path(opts.workdir) / scale
+    mentat = None
+    live = []
+    for pn in group:
+        t0 = time.perf_counter()
+        peer = guarded(res, scale, pn, "setup", lambda: make_peer(pn, ds, str(wd), opts, mentat))
+        if peer is None:
+            continue
+        ceiling = getattr(peer, "max_scale", None)
+        if ceiling and W_SCALES.index(scale) > W_SCALES.index(ceiling):
+            res.add(scale, pn, "setup", status="skipped", reason=f"scale ceiling {ceiling}: {peer.ceiling_reason}")
+            peer.close()
+            continue
+        why = peer.unsupported("bulk_load")
+        if why:
+            res.add(scale, pn, "bulk_load", status="skipped", reason=why)
+        else:
+            m = guarded(res, scale, pn, "bulk_load", peer.load)
+            if m is None:
+                peer.close()
+                continue
+            res.add(scale, pn, "bulk_load", st={"samples": 1, "p50_ms": m["seconds"] * 1000,
+                                                "p95_ms": m["seconds"] * 1000, "p99_ms": m["seconds"] * 1000,
+                                                "ops_s": m["datoms"] / m["seconds"]},
+                    extra={"datoms": m["datoms"], "bytes": m["bytes"], "method": m["method"]})
+        if guarded(res, scale, pn, "history", lambda: peer.apply_history() or True) is None:
+            peer.close()
+            continue
+        if pn == "mentat":
+            mentat = peer
+        print(f"   {pn} ready in {time.perf_counter() - t0:.1f} s", flush=True)
+        live.append(peer)
+    for peer in live:
+        reads(res, scale, peer, ds, opts, scenarios)
+    for peer in live:
+        if "concurrency_sweep" in scenarios:
+            sweep(res, scale, peer, ds, opts)
+        if "cold_vs_warm" in scenarios:
+            cold(res, scale, peer, ds, opts)
+    for peer in live:
+        writes(res, scale, peer, ds, opts, scenarios)
+    for peer in reversed(live):
+        peer.close()
+
+
+def groups_of(peers):
+    """The peer groups, each run in a process of its own: duckdb_sql shares mentat's (it reads mentat's tables)."""
+    return [[p] + (["duckdb_sql"] if p == "mentat" and "duckdb_sql" in peers else [])
+            for p in peers if p != "duckdb_sql"] + ([["duckdb_sql"]] if "duckdb_sql" in peers
+                                                     and "mentat" not in peers else [])
+
+
 def run_scale(res, scale, peers, scenarios, opts):
+    """Every peer group at one scale, each in a fresh worker process, one after the other. A fresh process per
+    group keeps what one engine leaves behind in a process (a JVM and its threads, caches, allocator state) from
+    slowing the next: measured here, a run sharing one process made DuckDB's q4 at s 20x slower after the other
+    peers had run at xs."""
     ds = W.Dataset(W.generate(scale, opts.data_root))
     wd = pathlib.Path(opts.workdir) / scale
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir(parents=True)
     print(f"== scale {scale}: {ds.truth['datoms']['initial']:,} initial datoms, {wd}", flush=True)
-    mentat = None
-    order = [p for p in peers if p != "duckdb_sql"]
-    for name in order:
-        group = [name] + (["duckdb_sql"] if name == "mentat" and "duckdb_sql" in peers else [])
-        live = []
-        for pn in group:
-            t0 = time.perf_counter()
-            peer = guarded(res, scale, pn, "setup", lambda: make_peer(pn, ds, str(wd), opts, mentat))
-            if peer is None:
-                continue
-            ceiling = getattr(peer, "max_scale", None)
-            if ceiling and W_SCALES.index(scale) > W_SCALES.index(ceiling):
-                res.add(scale, pn, "setup", status="skipped", reason=f"scale ceiling {ceiling}: {peer.ceiling_reason}")
-                peer.close()
-                continue
-            why = peer.unsupported("bulk_load")
-            if why:
-                res.add(scale, pn, "bulk_load", status="skipped", reason=why)
-            else:
-                m = guarded(res, scale, pn, "bulk_load", peer.load)
-                if m is None:
-                    peer.close()
-                    continue
-                res.add(scale, pn, "bulk_load", st={"samples": 1, "p50_ms": m["seconds"] * 1000,
-                                                    "p95_ms": m["seconds"] * 1000, "p99_ms": m["seconds"] * 1000,
-                                                    "ops_s": m["datoms"] / m["seconds"]},
-                        extra={"datoms": m["datoms"], "bytes": m["bytes"], "method": m["method"]})
-            if guarded(res, scale, pn, "history", lambda: peer.apply_history() or True) is None:
-                peer.close()
-                continue
-            if pn == "mentat":
-                mentat = peer
-            print(f"   {pn} ready in {time.perf_counter() - t0:.1f} s", flush=True)
-            live.append(peer)
-        for peer in live:
-            reads(res, scale, peer, ds, opts, scenarios)
-        for peer in live:
-            if "concurrency_sweep" in scenarios:
-                sweep(res, scale, peer, ds, opts)
-            if "cold_vs_warm" in scenarios:
-                cold(res, scale, peer, ds, opts)
-        for peer in live:
-            writes(res, scale, peer, ds, opts, scenarios)
-        for peer in reversed(live):
-            if peer.name != "mentat":
-                peer.close()
-    if mentat is not None:
-        mentat.close()
+    for group in groups_of(peers):
+        out = wd / f"worker-{group[0]}.json"
+        cmd = [sys.executable, "-m", "benchmarks.py.suite.run", "--worker", ",".join(group), "--scales", scale,
+               "--scenarios", ",".join(scenarios), "--workdir", str(opts.workdir), "--data-root", str(opts.data_root),
+               "--worker-out", str(out), "--samples", str(opts.samples), "--warmup", str(opts.warmup),
+               "--min-time", str(opts.min_time), "--max-time", str(opts.max_time),
+               "--sweep-time", str(opts.sweep_time), "--mixed-time", str(opts.mixed_time),
+               "--update-time", str(opts.update_time), "--clients", ",".join(map(str, opts.clients))]
+        rc = subprocess.run(cmd, cwd=ROOT).returncode
+        if not out.exists():
+            res.add(scale, group[0], "setup", status="error", reason=f"the worker process exited with code {rc}")
+            continue
+        got = json.loads(out.read_text())
+        res.rows += got["rows"]
+        res.wrong += got["wrong"]
+        res.notes += got["notes"]
+
+
+def worker(opts, scenarios):
+    """`--worker GROUP`: runs one group at one scale and writes its results as JSON to `--worker-out`."""
+    res = Results()
+    group = opts.worker.split(",")
+    try:
+        run_group(res, opts.scales, group, scenarios, opts)
+    except BaseException as e:  # noqa: BLE001 - reported as the group's error, the run goes on
+        traceback.print_exc()
+        res.add(opts.scales, group[0], "setup", status="error", reason=f"{type(e).__name__}: {e}"[:300])
+    finally:
+        pathlib.Path(opts.worker_out).write_text(json.dumps({"rows": res.rows, "wrong": res.wrong,
+                                                             "notes": res.notes}))
+        pg = sys.modules.get(f"{__package__}.peers.pg_peer")
+        if pg is not None and pg._server.get("stop"):
+            pg._server["stop"]()
+        sys.stdout.flush()
+        os._exit(0)  # a JVM started by Datalevin's JPype can hang the interpreter's normal exit
 
 
 W_SCALES = ["xs", "s", "m", "l"]
@@ -257,6 +304,8 @@ def main(argv=None):
     ap.add_argument("--mixed-time", type=float, default=10.0)
     ap.add_argument("--update-time", type=float, default=15.0)
     ap.add_argument("--clients", default="1,2,4,8,32")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one peer group, see run_scale
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.quick:
         opts.samples, opts.warmup, opts.min_time, opts.max_time = 5, 1, 0.0, 2.0
@@ -267,6 +316,8 @@ def main(argv=None):
     for s in scenarios:
         if s not in W.ALL_SCENARIOS:
             ap.error(f"unknown scenario {s}")
+    if opts.worker:
+        worker(opts, scenarios)
     own_tmp = opts.workdir is None
     opts.workdir = opts.workdir or tempfile.mkdtemp(prefix="mentat-suite-")
     ext = snapshot_extension(opts.workdir)  # the commit below is the tree's when the extension was copied
