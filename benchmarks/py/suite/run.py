@@ -279,7 +279,7 @@ def worker(opts, scenarios):
                                                              "notes": res.notes}))
         pg = sys.modules.get(f"{__package__}.peers.pg_peer")
         if pg is not None and pg._server.get("stop"):
-            pg._server["stop"]()
+            pg._server["stop"]()  # os._exit below skips atexit
         sys.stdout.flush()
         os._exit(0)  # a JVM started by Datalevin's JPype can hang the interpreter's normal exit
 
@@ -337,9 +337,6 @@ def main(argv=None):
             "git": git0, "git_dirty": dirty0,
             "cpus": os.cpu_count(), "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loadavg_start": load0}
     report.write(out, res, meta, opts)
-    pg = sys.modules.get(f"{__package__}.peers.pg_peer")
-    if pg is not None and pg._server.get("stop"):
-        pg._server["stop"]()  # os._exit below skips atexit
     if own_tmp:
         shutil.rmtree(opts.workdir, ignore_errors=True)
     print(f"results in {out}", flush=True)
