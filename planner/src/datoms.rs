@@ -35,7 +35,7 @@ use crate::error::PlanError;
 use crate::layout::StoreName;
 use crate::schema::{Attribute, Schema, ValueType};
 use crate::source::{Ctx, QueryOptions};
-use crate::sql::{Expr, FromItem, JoinKind, Lit, Name, Query, Select};
+use crate::sql::{Expr, FromItem, Lit, Name, Query, Select};
 use crate::types::{Constant, Ty};
 
 /// The four indexes of Datomic.
@@ -165,13 +165,7 @@ pub fn datoms_sql(
             (num, Some("vn".to_string())),
             (text, Some("vs".to_string())),
         ];
-        let from = vec![FromItem {
-            source: ctx.datoms(a.entid),
-            alias: d.clone(),
-            kind: JoinKind::Inner,
-            lateral: false,
-            on: vec![],
-        }];
+        let from = vec![FromItem::inner(ctx.datoms(a.entid), &d)];
         parts.push(Query::Select(Box::new(Select { items, from, filters, ..Default::default() })));
     }
     if parts.is_empty() {

@@ -17,7 +17,7 @@ use crate::layout::quote_ident;
 use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
 use crate::pull::{compile_pull_value, CompiledPull};
 use crate::source::Ctx;
-use crate::sql::{BinOp, Expr, FromItem, JoinKind, Name, Query as SqlQuery, Select, TableSource};
+use crate::sql::{BinOp, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{Constant, Ty};
 use crate::{CompiledQuery, FindKind, OutputColumn};
 
@@ -73,13 +73,7 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         inner.items = exprs.iter().zip(&names).map(|(e, n)| (e.expr.clone(), Some(n.as_str().to_string()))).collect();
         let q = Name::new("q");
         let outer = Select {
-            from: vec![FromItem {
-                source: TableSource::Subquery(Box::new(SqlQuery::Select(Box::new(inner)))),
-                alias: q.clone(),
-                kind: JoinKind::Inner,
-                lateral: false,
-                on: vec![],
-            }],
+            from: vec![FromItem::inner(TableSource::Subquery(Box::new(SqlQuery::Select(Box::new(inner)))), &q)],
             ..Default::default()
         };
         let read =

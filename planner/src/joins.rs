@@ -18,10 +18,7 @@ pub fn body(sources: &[Source], filters: &[Expr]) -> Select {
         // A LEFT JOIN needs something on its left: one empty row.
         let unit = Select { items: vec![(Expr::int(1), Some("one".into()))], ..Default::default() };
         let source = TableSource::Subquery(Box::new(Query::Select(Box::new(unit))));
-        from.insert(
-            0,
-            FromItem { source, alias: Name::new("unit"), kind: JoinKind::Inner, lateral: false, on: vec![] },
-        );
+        from.insert(0, FromItem::inner(source, &Name::new("unit")));
     }
     let aliases: Vec<Name> = from.iter().map(|f| f.alias.clone()).collect();
     let mut wheres = Vec::new();

@@ -23,7 +23,7 @@
 
 use crate::layout::{StoreName, DB_TX_INSTANT};
 use crate::schema::{Entid, Schema};
-use crate::sql::{BinOp, Expr, FromItem, JoinKind, Lit, Name, Query, Select, TableSource};
+use crate::sql::{BinOp, Expr, FromItem, Lit, Name, Query, Select, TableSource};
 use std::cell::Cell;
 
 /// A point in time for as-of and since.
@@ -97,7 +97,7 @@ impl<'a> Ctx<'a> {
                         (Expr::col(&d, tx), Some("tx".into())),
                         (Expr::bool(added), Some("added".into())),
                     ],
-                    from: vec![item(table, &d)],
+                    from: vec![FromItem::inner(table, &d)],
                     filters: window(&d, tx, as_of.clone(), since.clone()),
                     ..Default::default()
                 }))
@@ -126,7 +126,7 @@ impl<'a> Ctx<'a> {
                 let i = Name::new("i");
                 let q = Select {
                     items: vec![(Expr::Agg { func: "max", distinct: false, args: vec![Expr::col(&i, "e")] }, None)],
-                    from: vec![item(TableSource::Table(self.store.current(DB_TX_INSTANT)), &i)],
+                    from: vec![FromItem::inner(TableSource::Table(self.store.current(DB_TX_INSTANT)), &i)],
                     filters: vec![Expr::bin(
                         BinOp::Le,
                         Expr::col(&i, "v"),
@@ -138,10 +138,6 @@ impl<'a> Ctx<'a> {
             }
         }
     }
-}
-
-fn item(source: TableSource, alias: &Name) -> FromItem {
-    FromItem { source, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }
 }
 
 fn tx_window(alias: &Name, as_of: Option<Expr>, since: Option<Expr>) -> Vec<Expr> {
@@ -164,7 +160,7 @@ fn select_cols(table: TableSource, cols: &[&str], filters: Vec<Expr>) -> Query {
     let d = Name::new("d");
     Query::Select(Box::new(Select {
         items: cols.iter().map(|c| (Expr::col(&d, c), None)).collect(),
-        from: vec![item(table, &d)],
+        from: vec![FromItem::inner(table, &d)],
         filters,
         ..Default::default()
     }))

@@ -434,6 +434,11 @@ impl Select {
 }
 
 impl FromItem {
+    /// A plain source: inner join, not lateral, no ON condition (a cross join after the first item).
+    pub fn inner(source: TableSource, alias: &Name) -> FromItem {
+        FromItem { source, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }
+    }
+
     fn render_source(&self, out: &mut String, indent: usize) {
         match &self.source {
             TableSource::Table(t) => {
@@ -602,13 +607,7 @@ mod tests {
         let t = Name::new("t0");
         let s = Select {
             items: vec![(Expr::col(&t, "v"), Some("we\"ird".into()))],
-            from: vec![FromItem {
-                source: TableSource::Table("\"mentat\".\"cur_1\"".into()),
-                alias: t.clone(),
-                kind: JoinKind::Inner,
-                lateral: false,
-                on: vec![],
-            }],
+            from: vec![FromItem::inner(TableSource::Table("\"mentat\".\"cur_1\"".into()), &t)],
             filters: vec![Expr::eq(Expr::col(&t, "v"), Expr::str("it's"))],
             ..Default::default()
         };

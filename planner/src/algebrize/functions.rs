@@ -471,13 +471,7 @@ impl Scope {
         let entity = self.entity_arg(ctx, call)?;
         let alias = ctx.alias("t");
         let q = Select {
-            from: vec![FromItem {
-                source: ctx.datoms(attr.entid),
-                alias: alias.clone(),
-                kind: JoinKind::Inner,
-                lateral: false,
-                on: vec![],
-            }],
+            from: vec![FromItem::inner(ctx.datoms(attr.entid), &alias)],
             filters: vec![Expr::eq(Expr::col(&alias, "e"), entity)],
             ..Default::default()
         };

@@ -24,7 +24,7 @@ use crate::joins;
 use crate::parse::{Clause, Term, Var};
 use crate::schema::{Attribute, ValueType};
 use crate::source::Ctx;
-use crate::sql::{Expr, FromItem, JoinKind, Name, Query, Select, TableSource};
+use crate::sql::{Expr, FromItem, Name, Query, Select, TableSource};
 use crate::types::{literal, scalar_constant, Constant, Ty};
 use edn_format::Value;
 use std::collections::BTreeMap;
@@ -219,7 +219,7 @@ impl Scope {
 
     /// Adds a FROM item.
     pub(crate) fn add_source(&mut self, alias: Name, source: TableSource, key: Option<Vec<Var>>, vars: Vec<Var>) {
-        let item = FromItem { source, alias, kind: JoinKind::Inner, lateral: false, on: vec![] };
+        let item = FromItem::inner(source, &alias);
         self.alg.sources.push(Source { item, key, vars, pinned: false, values: None });
     }
 
@@ -419,13 +419,7 @@ impl Scope {
                 if ctx.history() {
                     items.push((Expr::col(&d, "added"), Some("added".into())));
                 }
-                let from = vec![FromItem {
-                    source: ctx.datoms(a.entid),
-                    alias: d.clone(),
-                    kind: JoinKind::Inner,
-                    lateral: false,
-                    on: vec![],
-                }];
+                let from = vec![FromItem::inner(ctx.datoms(a.entid), &d)];
                 // A constant value is compared in each attribute's own type (a keyword is an entid for a ref
                 // attribute and text for a keyword attribute), inside the part, where the scan can use it.
                 let filters = v_const
@@ -533,13 +527,7 @@ impl Scope {
         let alias = ctx.alias("in");
         let columns: Vec<Name> = (0..vars.len()).map(|i| Name::new(&format!("c{i}"))).collect();
         let values = ValuesInput { vars: vars.clone(), rows: kept };
-        let item = FromItem {
-            source: TableSource::Values { rows: vec![], columns: columns.clone() },
-            alias: alias.clone(),
-            kind: JoinKind::Inner,
-            lateral: false,
-            on: vec![],
-        };
+        let item = FromItem::inner(TableSource::Values { rows: vec![], columns: columns.clone() }, &alias);
         self.alg.sources.push(Source {
             item,
             key: Some(vars.clone()),
@@ -706,13 +694,7 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
             let lr = ctx.alias("lr");
             let q = Select {
                 items: vec![(Expr::col(&lr, "e"), None)],
-                from: vec![FromItem {
-                    source: ctx.datoms(*attr),
-                    alias: lr.clone(),
-                    kind: JoinKind::Inner,
-                    lateral: false,
-                    on: vec![],
-                }],
+                from: vec![FromItem::inner(ctx.datoms(*attr), &lr)],
                 filters: vec![Expr::eq(Expr::col(&lr, "v"), v)],
                 ..Default::default()
             };

@@ -37,7 +37,7 @@ use crate::error::PlanError;
 use crate::parse::{clause, Clause, OrJoin, Term, Var};
 use crate::rules::{calls_in, read_call, rename, seeding, Rule, RuleBody, RuleCall, RuleFrame, RuleSet, Seeding};
 use crate::source::Ctx;
-use crate::sql::{Cte, Expr, FromItem, JoinKind, Lit, Name, Query, Select, TableSource};
+use crate::sql::{Cte, Expr, FromItem, Lit, Name, Query, Select, TableSource};
 use crate::types::{Constant, Ty};
 use edn_format::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -171,8 +171,12 @@ impl Scope {
             .collect();
         let filters =
             if frame.tagged { vec![Expr::eq(Expr::col(&rc, "tag"), Expr::int(k as i64))] } else { Vec::new() };
-        let select =
-            Select { items, from: vec![from(TableSource::Cte(frame.cte.clone()), &rc)], filters, ..Default::default() };
+        let select = Select {
+            items,
+            from: vec![FromItem::inner(TableSource::Cte(frame.cte.clone()), &rc)],
+            filters,
+            ..Default::default()
+        };
         let q = Query::With { recursive: true, ctes: vec![cte], body: Box::new(Query::Select(Box::new(select))) };
         self.add_call_source(ctx, q, args, &types, form)
     }
@@ -190,7 +194,7 @@ impl Scope {
         let vars = term_vars(args);
         // The result is a set over its columns: unique over the variables unless a column is `_`.
         let key = args.iter().all(|a| !matches!(a, Term::Blank)).then(|| vars.clone());
-        let item = from(TableSource::Subquery(Box::new(q)), &alias);
+        let item = FromItem::inner(TableSource::Subquery(Box::new(q)), &alias);
         self.alg.sources.push(Source { item, key, vars, pinned: false, values: None });
         for (i, a) in args.iter().enumerate() {
             let col = TExpr::new(Expr::Col(alias.clone(), Name::new(&format!("c{i}"))), types[i].clone());
@@ -230,10 +234,6 @@ impl Scope {
         }
         Ok((!positions.is_empty()).then_some(Seeds { positions, rows }))
     }
-}
-
-fn from(source: TableSource, alias: &Name) -> FromItem {
-    FromItem { source, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }
 }
 
 fn term_vars(args: &[Term]) -> Vec<Var> {
@@ -456,7 +456,7 @@ fn recursive_query(columns: &[Name], tys: &[Ty], base: Vec<Select>, step: Vec<Se
         let items = columns.iter().map(|c| (Expr::Col(u.clone(), c.clone()), None)).collect();
         Query::Select(Box::new(Select {
             items,
-            from: vec![from(TableSource::Subquery(Box::new(union)), &u)],
+            from: vec![FromItem::inner(TableSource::Subquery(Box::new(union)), &u)],
             ..Default::default()
         }))
     };
@@ -507,7 +507,7 @@ fn factored(ctx: &Ctx, rule: &Rule, seeds: &Seeds, types: &[Ty]) -> Result<Optio
         }
         Select {
             items,
-            from: vec![from(TableSource::Values { rows, columns: vcols.clone() }, &v)],
+            from: vec![FromItem::inner(TableSource::Values { rows, columns: vcols.clone() }, &v)],
             ..Default::default()
         }
     };

@@ -21,7 +21,7 @@ use crate::error::PlanError;
 use crate::layout::DB_TX_INSTANT;
 use crate::parse::{Binding, Call, Term};
 use crate::source::Ctx;
-use crate::sql::{BinOp, Expr, FromItem, JoinKind, Name, Query, Select, TableSource};
+use crate::sql::{BinOp, Expr, FromItem, Name, Query, Select, TableSource};
 use crate::types::{Class, Constant, Ty};
 
 impl Scope {
@@ -121,13 +121,7 @@ impl Scope {
                     (Expr::col(&d, tx_col), Some("tx".to_string())),
                     (Expr::bool(added), Some("added".to_string())),
                 ];
-                let from = vec![FromItem {
-                    source: TableSource::Table(table),
-                    alias: d.clone(),
-                    kind: JoinKind::Inner,
-                    lateral: false,
-                    on: vec![],
-                }];
+                let from = vec![FromItem::inner(TableSource::Table(table), &d)];
                 parts.push(Query::Select(Box::new(Select { items, from, ..Default::default() })));
             }
         }
