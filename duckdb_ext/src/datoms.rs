@@ -17,8 +17,8 @@
 //! The statement is one SQL statement over the store's tables, streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_statement, finish_bind, is_integer, named, read_options, register_streaming, store_schema, value_text, Bound,
-    Param, READ_OPTIONS,
+    bind_statement, finish_bind, full_text, is_integer, named, read_options, register_streaming, store_schema,
+    value_text, Bound, Param, READ_OPTIONS,
 };
 use crate::Instance;
 use duckdb::ffi;
@@ -46,11 +46,15 @@ pub(crate) unsafe fn constant(v: ffi::duckdb_value) -> Constant {
     }
 }
 
-unsafe fn component(info: ffi::duckdb_bind_info, name: &CStr) -> Option<Constant> {
-    let mut v = named(info, name)?;
-    let c = constant(v);
+/// A named component; a VARCHAR value keeps every byte ([`full_text`]: a value with a NUL byte is not cut short).
+unsafe fn component(instance: &Instance, info: ffi::duckdb_bind_info, name: &CStr) -> Result<Option<Constant>, String> {
+    let Some(mut v) = named(info, name) else { return Ok(None) };
+    let c = match constant(v) {
+        Constant::String(_) => full_text(instance, v).map(Constant::String),
+        c => Ok(c),
+    };
     ffi::duckdb_destroy_value(&mut v);
-    Some(c)
+    c.map(Some)
 }
 
 unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
@@ -59,11 +63,15 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let index_text = if ffi::duckdb_is_null_value(index) { None } else { Some(value_text(index)) };
     ffi::duckdb_destroy_value(&mut index);
     let index = Index::parse(&index_text.ok_or("mentat_datoms: the index is NULL")?).map_err(|e| e.to_string())?;
-    let (store, opts) = read_options(info)?;
-    let components = Components { e: component(info, c"e"), a: component(info, c"a"), v: component(info, c"v") };
+    let (caller, store, opts) = read_options(info, instance)?;
+    let components = Components {
+        e: component(instance, info, c"e")?,
+        a: component(instance, info, c"a")?,
+        v: component(instance, info, c"v")?,
+    };
     let schema = store_schema(instance, &store)?;
     let sql = datoms_sql(index, &components, &schema, &store, &opts).map_err(|e| e.to_string())?;
-    bind_statement(info, instance, &sql, &["e", "a", "v", "tx", "added"], &[])
+    bind_statement(info, instance, &caller, &sql, &["e", "a", "v", "tx", "added"], &[])
 }
 
 unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {

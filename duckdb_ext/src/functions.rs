@@ -15,6 +15,7 @@
 //! | `mentat_with(edn VARCHAR, query VARCHAR [, inputs := VARCHAR, store := VARCHAR])` | table | Datomic's `d/with`: the query's answer as if the transaction had been applied, nothing written |
 //! | `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])` | scalar | the statement `mentat_q` runs |
 
+use crate::session::Caller;
 use crate::Instance;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::ffi::duckdb_string_t;
@@ -46,8 +47,42 @@ pub fn instance_of(ptr: *const Arc<Instance>) -> Res<Arc<Instance>> {
 }
 
 fn store_param(bind: &BindInfo) -> Res<StoreName> {
-    let name = bind.get_named_parameter("store").map(|v| v.to_string()).unwrap_or_else(|| DEFAULT_STORE.to_string());
+    let name = bind
+        .get_named_parameter("store")
+        .filter(|v| !v.is_null())
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| DEFAULT_STORE.to_string());
     Ok(StoreName::parse(&name)?)
+}
+
+// duckdb-rs's `BindInfo` is its bind info handle and nothing else; it does not hand the handle out.
+const _: () = assert!(std::mem::size_of::<BindInfo>() == std::mem::size_of::<duckdb::ffi::duckdb_bind_info>());
+
+/// The caller's session ([`Caller::capture`]) and the `store :=` parameter resolved against it.
+pub fn caller_and_store(bind: &BindInfo, instance: &Instance) -> Res<(Caller, StoreName)> {
+    // SAFETY: `BindInfo` holds exactly the bind info handle DuckDB passed to the running bind (size checked above).
+    let caller = unsafe { Caller::capture(std::mem::transmute_copy::<BindInfo, duckdb::ffi::duckdb_bind_info>(bind)) };
+    let store = instance.resolve(&caller, &store_param(bind)?)?;
+    Ok((caller, store))
+}
+
+/// Runs one write of a call on a connection that has taken on the caller's session: the caller's interrupt stops
+/// it, and rolls it back when it comes before the COMMIT ([`storage::interrupt`]); once `write` has committed,
+/// an interrupt that came too late is withdrawn so that the caller is told of the write ([`Caller::committed`]).
+pub fn write_for<T>(
+    instance: &Instance,
+    caller: &Caller,
+    write: impl FnOnce(&duckdb::Connection) -> storage::Result<T>,
+) -> Res<T> {
+    let conn = instance.pool.get_for(caller)?;
+    match storage::interrupt::scope(caller.check(), || write(&conn)) {
+        Ok(out) => {
+            caller.committed();
+            Ok(out)
+        }
+        Err(_) if caller.interrupted() => Err(storage::StorageError::Interrupted.into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Writes `x` at row `i` of a flat vector whose physical type is `T`.
@@ -84,6 +119,7 @@ pub struct TransactBind {
     instance: Arc<Instance>,
     edn: String,
     store: StoreName,
+    caller: Caller,
 }
 
 /// Init data of a table function that produces one row: the row is written on the first call only.
@@ -128,11 +164,9 @@ impl VTab for Transact {
         if edn.is_null() {
             return Err("mentat_transact: the transaction is NULL".into());
         }
-        Ok(TransactBind {
-            instance: instance_of(bind.get_extra_info::<Arc<Instance>>())?,
-            edn: edn.to_string(),
-            store: store_param(bind)?,
-        })
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (caller, store) = caller_and_store(bind, &instance)?;
+        Ok(TransactBind { instance, edn: edn.to_string(), store, caller })
     }
 
     fn init(_: &InitInfo) -> Res<Once> {
@@ -144,9 +178,10 @@ impl VTab for Transact {
             return Ok(());
         }
         let b = func.get_bind_data();
-        let conn = b.instance.pool.get()?;
-        let store = b.instance.stores.open(&conn, &b.store, true)?;
-        let report = storage::transactor::transact(&conn, &store, &b.edn)?;
+        let report = write_for(&b.instance, &b.caller, |conn| {
+            let store = b.instance.stores.open(conn, &b.store, true)?;
+            storage::transactor::transact(conn, &store, &b.edn)
+        })?;
         put::<i64>(&mut output.flat_vector(0), 0, report.tx);
         put::<i64>(&mut output.flat_vector(1), 0, report.tx_instant);
         put::<i64>(&mut output.flat_vector(2), 0, report.datoms);
@@ -207,7 +242,7 @@ impl VTab for SchemaFn {
             bind.add_result_column(name, t);
         }
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
-        let name = store_param(bind)?;
+        let (_, name) = caller_and_store(bind, &instance)?;
         let conn = instance.pool.get()?;
         let store = instance.stores.open(&conn, &name, false)?;
         let schema = store.schema();
@@ -328,8 +363,8 @@ impl VTab for With {
         let (edn, query) = (edn.to_string(), query.to_string());
         let inputs = bind.get_named_parameter("inputs").map(|v| v.to_string());
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
-        let name = store_param(bind)?;
-        let conn = instance.pool.get()?;
+        let (caller, name) = caller_and_store(bind, &instance)?;
+        let conn = instance.pool.get_for(&caller)?;
         let store = instance.stores.open(&conn, &name, false)?;
         let mut columns = Vec::new();
         let batches = storage::transactor::transact_speculative(&conn, &store, &edn, |_, state| {

@@ -1,11 +1,12 @@
 //! `mentat_import` (set-based bulk import of any SQL query, [`storage::import`]) and `mentat_export` /
 //! `mentat_import_store` (a whole store as Parquet files and back, [`storage::parquet`]).
 
-use crate::functions::{instance_of, put_row, Once};
+use crate::functions::{caller_and_store, instance_of, put_row, write_for, Once};
+use crate::session::Caller;
 use crate::Instance;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
-use planner::layout::{StoreName, DEFAULT_STORE};
+use planner::layout::StoreName;
 use std::error::Error;
 use std::sync::Arc;
 use storage::import::{ImportOptions, MissingRefs};
@@ -34,6 +35,7 @@ pub struct ImportBind {
     source: String,
     store: StoreName,
     opts: ImportOptions,
+    caller: Caller,
 }
 
 fn named(bind: &BindInfo, name: &str) -> Option<String> {
@@ -62,13 +64,14 @@ impl VTab for Import {
             Some(s) => MissingRefs::parse(&s)?,
             None => MissingRefs::Error,
         };
-        let store = named(bind, "store").unwrap_or_else(|| DEFAULT_STORE.to_string());
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (caller, store) = caller_and_store(bind, &instance)?;
         Ok(ImportBind {
             instance,
             source: source.to_string(),
-            store: StoreName::parse(&store)?,
+            store,
             opts: ImportOptions { refs, missing_refs },
+            caller,
         })
     }
 
@@ -81,9 +84,10 @@ impl VTab for Import {
             return Ok(());
         }
         let b = func.get_bind_data();
-        let conn = b.instance.pool.get()?;
-        let store = b.instance.stores.open(&conn, &b.store, false)?;
-        let r = storage::import::import(&conn, &store, &b.source, &b.opts)?;
+        let r = write_for(&b.instance, &b.caller, |conn| {
+            let store = b.instance.stores.open(conn, &b.store, false)?;
+            storage::import::import(conn, &store, &b.source, &b.opts)
+        })?;
         put_row(output, &[r.tx, r.tx_instant, r.entities, r.created, r.datoms]);
         Ok(())
     }
@@ -130,6 +134,7 @@ pub struct ParquetBind {
     instance: Arc<Instance>,
     dir: String,
     store: StoreName,
+    caller: Caller,
 }
 
 impl<const MODE: u8> VTab for Parquet<MODE> {
@@ -144,9 +149,9 @@ impl<const MODE: u8> VTab for Parquet<MODE> {
         if dir.is_null() {
             return Err("mentat: the directory is NULL".into());
         }
-        let store = named(bind, "store").unwrap_or_else(|| DEFAULT_STORE.to_string());
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
-        Ok(ParquetBind { instance, dir: dir.to_string(), store: StoreName::parse(&store)? })
+        let (caller, store) = caller_and_store(bind, &instance)?;
+        Ok(ParquetBind { instance, dir: dir.to_string(), store, caller })
     }
 
     fn init(_: &InitInfo) -> Res<Once> {
@@ -158,21 +163,20 @@ impl<const MODE: u8> VTab for Parquet<MODE> {
             return Ok(());
         }
         let b = func.get_bind_data();
-        let conn = b.instance.pool.get()?;
-        let r = match MODE {
+        let r = write_for(&b.instance, &b.caller, |conn| match MODE {
             EXPORT => {
-                let store = b.instance.stores.open(&conn, &b.store, false)?;
-                storage::parquet::export(&conn, &store, &b.dir)?
+                let store = b.instance.stores.open(conn, &b.store, false)?;
+                storage::parquet::export(conn, &store, &b.dir)
             }
             _ => {
                 b.instance.stores.forget(&b.store);
                 if MODE == ATTACH {
-                    storage::parquet::attach(&conn, &b.dir, &b.store)?
+                    storage::parquet::attach(conn, &b.dir, &b.store)
                 } else {
-                    storage::parquet::import_store(&conn, &b.dir, &b.store)?
+                    storage::parquet::import_store(conn, &b.dir, &b.store)
                 }
             }
-        };
+        })?;
         put_row(output, &[r.files, r.current, r.history]);
         Ok(())
     }

@@ -14,9 +14,11 @@ mod import;
 mod pool;
 mod pull;
 mod query;
+mod session;
 
 use duckdb::ffi;
 use duckdb::Connection;
+use planner::layout::StoreName;
 use std::error::Error;
 use std::ffi::{c_char, CStr, CString};
 use std::sync::Arc;
@@ -31,6 +33,27 @@ pub struct Instance {
     pub pool: pool::Pool,
     pub raw: Arc<query::RawPool>,
     pub stores: storage::store::Registry,
+    /// The database the process opened first: the one mentat's own connections use when no catalog is named.
+    pub default_catalog: String,
+}
+
+impl Instance {
+    /// The store `name` as `caller` means it ([`session::Caller::resolve`]): an unqualified name resolves against
+    /// the caller's search path (`USE project` makes `mentat` mean `project.mentat`). Only a search path of
+    /// several catalogs costs a look-up (which of them holds the store).
+    pub fn resolve(&self, caller: &session::Caller, name: &StoreName) -> Result<StoreName, String> {
+        let mut conn = None;
+        let exists = |s: &StoreName| {
+            if self.stores.get(s).is_some() {
+                return true;
+            }
+            if conn.is_none() {
+                conn = self.pool.get().ok();
+            }
+            conn.as_ref().is_some_and(|c| storage::store::store_exists(c, s).unwrap_or(false))
+        };
+        Ok(caller.resolve(name, &self.default_catalog, exists))
+    }
 }
 
 /// Parses `v1.5.6` / `1.5.6-dev123` into (1, 5, 6).
@@ -71,8 +94,11 @@ unsafe fn init(
     }
     let con = Connection::open_from_raw((*db).cast())?;
     let registrar = con.try_clone()?;
+    let default_catalog: String = con.query_row("SELECT current_database()", [], |r| r.get(0))?;
+    session::calibrate(*db);
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);
-    let instance = Arc::new(Instance { pool: pool::Pool::open(con, pool::SIZE)?, raw, stores: Default::default() });
+    let pool = pool::Pool::open(con, pool::SIZE)?;
+    let instance = Arc::new(Instance { pool, raw, stores: Default::default(), default_catalog });
     functions::register(&registrar, &instance)?;
     let mut reg: ffi::duckdb_connection = std::ptr::null_mut();
     if ffi::duckdb_connect(*db, &mut reg) != ffi::DuckDBSuccess {

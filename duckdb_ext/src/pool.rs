@@ -5,6 +5,10 @@
 //! duration, so independent callers run in parallel and one user query may call mentat functions several
 //! times (a join of two `mentat_q` calls) without waiting on itself. A call that finds all connections busy
 //! waits up to [`WAIT`] and then fails with an error that says so.
+//!
+//! A borrowed connection takes on the caller's session first ([`PooledConnection::adopt`]): its time zone, so that
+//! the casts inside mentat's statements give what they give in the caller's session, and a watch that forwards
+//! the caller's interrupt to it (`session.rs`).
 
 use duckdb::Connection;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -17,14 +21,22 @@ pub const WAIT: Duration = Duration::from_secs(60);
 
 /// A fixed set of connections to one database instance.
 pub struct Pool {
-    free: Mutex<Vec<Connection>>,
+    free: Mutex<Vec<Zoned>>,
     available: Condvar,
+}
+
+/// A connection and the `TimeZone` it was last set to (None: never set, the database's default).
+struct Zoned {
+    conn: Connection,
+    zone: Option<String>,
 }
 
 /// A borrowed connection, returned to the pool on drop.
 pub struct PooledConnection<'p> {
     pool: &'p Pool,
-    conn: Option<Connection>,
+    conn: Option<Zoned>,
+    /// Forwards the caller's interrupt while the connection is borrowed; dropped before the connection goes back.
+    watch: Option<crate::session::Watch>,
 }
 
 impl Pool {
@@ -41,11 +53,19 @@ impl Pool {
                 other => duckdb::Error::InvalidParameterName(other.to_string()),
             })?;
         }
+        let free = free.into_iter().map(|conn| Zoned { conn, zone: None }).collect();
         Ok(Pool { free: Mutex::new(free), available: Condvar::new() })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Connection>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Zoned>> {
         self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Borrows a connection for `caller`: waits up to [`WAIT`] for one, then has it adopt the caller's session.
+    pub fn get_for(&self, caller: &crate::session::Caller) -> Result<PooledConnection<'_>, String> {
+        let mut conn = self.get()?;
+        conn.adopt(caller)?;
+        Ok(conn)
     }
 
     /// Borrows a connection, waiting up to [`WAIT`] for one.
@@ -54,7 +74,7 @@ impl Pool {
         let deadline = std::time::Instant::now() + WAIT;
         loop {
             if let Some(conn) = free.pop() {
-                return Ok(PooledConnection { pool: self, conn: Some(conn) });
+                return Ok(PooledConnection { pool: self, conn: Some(conn), watch: None });
             }
             let now = std::time::Instant::now();
             if now >= deadline {
@@ -65,23 +85,43 @@ impl Pool {
     }
 }
 
+impl PooledConnection<'_> {
+    /// Takes on the caller's time zone (one `SET` when it differs from the connection's) and forwards the
+    /// caller's interrupt to this connection until it is returned.
+    pub fn adopt(&mut self, caller: &crate::session::Caller) -> Result<(), String> {
+        let zoned = self.conn.as_mut().ok_or("no connection")?;
+        if let Some(zone) = &caller.time_zone {
+            if zoned.zone.as_ref() != Some(zone) {
+                zoned
+                    .conn
+                    .execute_batch(&format!("SET TimeZone = {}", planner::layout::quote_str(zone)))
+                    .map_err(|e| format!("mentat could not take on the time zone {zone}: {e}"))?;
+                zoned.zone = Some(zone.clone());
+            }
+        }
+        let target = crate::session::Target::Handle(zoned.conn.interrupt_handle());
+        self.watch = Some(crate::session::Watch::start(caller, target));
+        Ok(())
+    }
+}
+
 impl std::ops::Deref for PooledConnection<'_> {
     type Target = Connection;
     fn deref(&self) -> &Connection {
-        self.conn.as_ref().expect("a pooled connection is present until drop")
+        &self.conn.as_ref().expect("a pooled connection is present until drop").conn
     }
 }
 
 impl Drop for PooledConnection<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
+        self.watch = None;
+        if let Some(zoned) = self.conn.take() {
+            let conn = &zoned.conn;
             // A call that failed half-way must not leave a transaction open on a shared connection.
-            if conn.is_autocommit() {
-                self.pool.lock().push(conn);
-            } else {
+            if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
-                self.pool.lock().push(conn);
             }
+            self.pool.lock().push(zoned);
             self.pool.available.notify_one();
         }
     }

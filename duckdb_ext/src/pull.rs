@@ -53,7 +53,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let pattern = value_text(pattern.0);
     let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
-    let (store, opts) = read_options(info)?;
+    let (caller, store, opts) = read_options(info, &extra.instance)?;
     let schema = store_schema(&extra.instance, &store)?;
     let compiled = planner::compile_pull(&pattern, &schema, &store, &opts).map_err(|e| e.to_string())?;
     let entity_sql = |text: &str| planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string());
@@ -61,22 +61,22 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let instance = &extra.instance;
     if ffi::duckdb_is_null_value(entity.0) {
         let sql = compiled.entities_sql(&if extra.many { vec![] } else { vec!["NULL".to_string()] });
-        return bind_statement(info, instance, &sql, &names, &[]);
+        return bind_statement(info, instance, &caller, &sql, &names, &[]);
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
     if !extra.many {
         if is_integer(id) {
-            return bind_statement(info, instance, &compiled.one_sql(), &names, &[entity.0]);
+            return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0]);
         }
         let expr = entity_sql(&value_text(entity.0))?;
         return match expr.parse::<i64>() {
             // an ident: bind its entid, so that the statement stays the cached one
             Ok(e) => {
                 let v = Owned(ffi::duckdb_create_int64(e));
-                bind_statement(info, instance, &compiled.one_sql(), &names, &[v.0])
+                bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[v.0])
             }
-            Err(_) => bind_statement(info, instance, &compiled.entities_sql(&[expr]), &names, &[]),
+            Err(_) => bind_statement(info, instance, &caller, &compiled.entities_sql(&[expr]), &names, &[]),
         };
     }
     if id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_LIST {
@@ -86,7 +86,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let child_id = ffi::duckdb_get_type_id(child);
     ffi::duckdb_destroy_logical_type(&mut child);
     if is_integer(child_id) {
-        return bind_statement(info, instance, &compiled.many_sql(), &names, &[entity.0]);
+        return bind_statement(info, instance, &caller, &compiled.many_sql(), &names, &[entity.0]);
     }
     let n = ffi::duckdb_get_list_size(entity.0);
     let mut exprs = Vec::with_capacity(n as usize);
@@ -98,7 +98,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
             entity_sql(&value_text(item.0))?
         });
     }
-    bind_statement(info, instance, &compiled.entities_sql(&exprs), &names, &[])
+    bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[])
 }
 
 unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {

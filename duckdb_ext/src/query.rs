@@ -5,6 +5,7 @@
 //! statement is prepared, and because each output vector is made a zero-copy reference
 //! (`duckdb_vector_reference_vector`) to the vector of the inner result: no row cap, no copy, no text encoding.
 
+use crate::session::{Caller, RawTarget, Target, Watch};
 use crate::Instance;
 use duckdb::ffi;
 use planner::layout::{StoreName, DEFAULT_STORE};
@@ -26,12 +27,37 @@ struct RawConn {
     /// SQL text -> prepared statement on `conn`, with a use counter for eviction.
     cache: std::collections::HashMap<String, (ffi::duckdb_prepared_statement, u64)>,
     uses: u64,
+    /// The `TimeZone` the connection was last set to (None: never set, the database's default).
+    zone: Option<String>,
 }
 // SAFETY: a DuckDB connection and its prepared statements may be used from any thread, one thread at a time;
 // the pool hands each connection to one borrower at a time.
 unsafe impl Send for RawConn {}
 
 impl RawConn {
+    /// Takes on the caller's time zone: one `SET` when it differs from the connection's, and the statement cache
+    /// emptied, since DuckDB folds constant casts to TIMESTAMPTZ when it prepares a statement.
+    unsafe fn adopt(&mut self, caller: &Caller) -> Result<(), String> {
+        let Some(zone) = &caller.time_zone else { return Ok(()) };
+        if self.zone.as_ref() == Some(zone) {
+            return Ok(());
+        }
+        let sql = CString::new(format!("SET TimeZone = {}", planner::layout::quote_str(zone)))
+            .map_err(|_| "a time zone name with a NUL byte")?;
+        let mut result: ffi::duckdb_result = std::mem::zeroed();
+        let ok = ffi::duckdb_query(self.conn, sql.as_ptr(), &mut result) == ffi::DuckDBSuccess;
+        let err = if ok { None } else { result_error(&mut result) };
+        ffi::duckdb_destroy_result(&mut result);
+        if !ok {
+            return Err(format!("mentat could not take on the time zone {zone}: {}", err.unwrap_or_default()));
+        }
+        for (_, (mut p, _)) in self.cache.drain() {
+            ffi::duckdb_destroy_prepare(&mut p);
+        }
+        self.zone = Some(zone.clone());
+        Ok(())
+    }
+
     /// The prepared statement for `sql`, from the cache or newly prepared. Errors with DuckDB's message.
     unsafe fn prepare(&mut self, sql: &str) -> Result<ffi::duckdb_prepared_statement, String> {
         self.uses += 1;
@@ -70,7 +96,7 @@ impl RawPool {
             if ffi::duckdb_connect(db, &mut c) != ffi::DuckDBSuccess {
                 return Err("mentat could not open a connection to the database".into());
             }
-            free.push(RawConn { conn: c, cache: Default::default(), uses: 0 });
+            free.push(RawConn { conn: c, cache: Default::default(), uses: 0, zone: None });
         }
         Ok(RawPool { free: Mutex::new(free), available: Condvar::new() })
     }
@@ -124,7 +150,17 @@ struct Extra {
 pub(crate) struct Bound {
     prepared: ffi::duckdb_prepared_statement,
     columns: usize,
+    /// The caller's session: its interrupt is forwarded to the connection while the statement runs.
+    caller: Caller,
+    target: RawTarget,
     _conn: Borrowed,
+}
+
+impl Bound {
+    /// Forwards the caller's interrupt to the statement's connection until the watch is dropped.
+    fn watch(&self) -> Watch {
+        Watch::start(&self.caller, Target::Raw(self.target))
+    }
 }
 
 struct Streaming {
@@ -148,6 +184,42 @@ pub(crate) unsafe fn value_text(v: ffi::duckdb_value) -> String {
     let s = CStr::from_ptr(p).to_string_lossy().into_owned();
     ffi::duckdb_free(p as *mut c_void);
     s
+}
+
+/// The text of a VARCHAR value with every byte of it: `duckdb_get_varchar` hands text over as a C string, which
+/// ends at the first NUL byte, so a VARCHAR value is read through `encode($1)` (its UTF-8 bytes as a BLOB, with a
+/// length) on one of mentat's connections. Any other value is its text, as [`value_text`] gives it.
+pub(crate) unsafe fn full_text(instance: &Instance, v: ffi::duckdb_value) -> Result<String, String> {
+    let id = ffi::duckdb_get_type_id(ffi::duckdb_get_value_type(v));
+    if id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR {
+        return Ok(value_text(v));
+    }
+    let mut conn = instance.raw.get()?;
+    let raw = conn.conn.as_mut().ok_or("no connection")?;
+    let prepared = raw.prepare("SELECT encode($1)")?;
+    ffi::duckdb_clear_bindings(prepared);
+    if ffi::duckdb_bind_value(prepared, 1, v) != ffi::DuckDBSuccess {
+        return Err("mentat: could not read a VARCHAR value".into());
+    }
+    let mut result: ffi::duckdb_result = std::mem::zeroed();
+    if ffi::duckdb_execute_prepared(prepared, &mut result) != ffi::DuckDBSuccess {
+        let err = result_error(&mut result).unwrap_or_default();
+        ffi::duckdb_destroy_result(&mut result);
+        return Err(format!("mentat: could not read a VARCHAR value: {err}"));
+    }
+    let mut chunk = ffi::duckdb_fetch_chunk(result);
+    let text = if chunk.is_null() || ffi::duckdb_data_chunk_get_size(chunk) == 0 {
+        None
+    } else {
+        let data =
+            ffi::duckdb_vector_get_data(ffi::duckdb_data_chunk_get_vector(chunk, 0)) as *mut ffi::duckdb_string_t;
+        Some(String::from_utf8_lossy(duckdb::types::DuckString::new(&mut *data).as_bytes()).into_owned())
+    };
+    if !chunk.is_null() {
+        ffi::duckdb_destroy_data_chunk(&mut chunk);
+    }
+    ffi::duckdb_destroy_result(&mut result);
+    text.ok_or_else(|| "mentat: could not read a VARCHAR value".into())
 }
 
 /// A named parameter's value, or None when the caller did not give it (or gave NULL).
@@ -194,7 +266,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         None => None,
     };
-    let (store_name, opts) = read_options(info)?;
+    let (caller, store_name, opts) = read_options(info, &extra.instance)?;
     let schema = store_schema(&extra.instance, &store_name)?;
     let compiled =
         planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
@@ -206,23 +278,28 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         Mode::Query => compiled.columns.iter().map(|c| c.name.as_str()).collect(),
         Mode::Explain => vec![],
     };
-    bind_statement(info, &extra.instance, &sql, &names, &[])
+    bind_statement(info, &extra.instance, &caller, &sql, &names, &[])
 }
 
-/// Prepares `sql` on a borrowed query connection (through its statement cache), binds `params` to `$1`, `$2`,
-/// ... (none: the bindings are left alone), and declares the statement's columns as the table function's result
-/// columns, named `names[i]` when given, else as DuckDB names them. The returned bind data is streamed by
-/// [`init`] and [`function`]; the connection stays borrowed until DuckDB drops it.
+/// Prepares `sql` on a borrowed query connection that has taken on the `caller`'s time zone (through its
+/// statement cache), binds `params` to `$1`, `$2`, ... (none: the bindings are left alone), and declares the
+/// statement's columns as the table function's result columns, named `names[i]` when given, else as DuckDB
+/// names them. The returned bind data is streamed by [`init`] and [`function`], which forward the caller's
+/// interrupt to the connection while they run; the connection stays borrowed until DuckDB drops the bind data.
 pub(crate) unsafe fn bind_statement(
     info: ffi::duckdb_bind_info,
     instance: &Instance,
+    caller: &Caller,
     sql: &str,
     names: &[&str],
     params: &[ffi::duckdb_value],
 ) -> Result<Bound, String> {
     let mut conn = instance.raw.get()?;
-    let prepared = conn.conn.as_mut().ok_or("no connection")?.prepare(sql)?;
-    let mut bound = Bound { prepared, columns: 0, _conn: conn };
+    let raw = conn.conn.as_mut().ok_or("no connection")?;
+    raw.adopt(caller)?;
+    let prepared = raw.prepare(sql)?;
+    let target = RawTarget(raw.conn);
+    let mut bound = Bound { prepared, columns: 0, caller: caller.clone(), target, _conn: conn };
     if !params.is_empty() {
         ffi::duckdb_clear_bindings(prepared);
         for (i, p) in params.iter().enumerate() {
@@ -280,6 +357,7 @@ pub(crate) unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
 
 unsafe fn init_inner(info: ffi::duckdb_init_info) {
     let bound = &*(ffi::duckdb_init_get_bind_data(info) as *const Bound);
+    let _watch = bound.watch();
     let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
     if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
         let msg = CStr::from_ptr(ffi::duckdb_result_error(&mut *result)).to_string_lossy().into_owned();
@@ -305,7 +383,9 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
         ffi::duckdb_data_chunk_set_size(output, 0);
         return;
     };
+    let watch = bound.watch();
     let mut chunk = ffi::duckdb_fetch_chunk(**result);
+    drop(watch);
     if chunk.is_null() {
         if let Some(err) = result_error(result) {
             let c = CString::new(err.replace('\0', " ")).unwrap_or_default();
@@ -412,8 +492,13 @@ pub(crate) unsafe fn register_streaming<E>(
 pub(crate) const READ_OPTIONS: [(&CStr, Param); 4] =
     [(c"store", Param::Varchar), (c"as_of", Param::Any), (c"since", Param::Any), (c"history", Param::Boolean)];
 
-/// Reads [`READ_OPTIONS`]: the store (default `mentat`) and the time-travel options.
-pub(crate) unsafe fn read_options(info: ffi::duckdb_bind_info) -> Result<(StoreName, QueryOptions), String> {
+/// Reads the caller's session ([`Caller::capture`]) and [`READ_OPTIONS`]: the store (default `mentat`, resolved
+/// against the caller's search path) and the time-travel options.
+pub(crate) unsafe fn read_options(
+    info: ffi::duckdb_bind_info,
+    instance: &Instance,
+) -> Result<(Caller, StoreName, QueryOptions), String> {
+    let caller = Caller::capture(info);
     let store = match named(info, c"store") {
         Some(mut v) => {
             let s = value_text(v);
@@ -431,7 +516,8 @@ pub(crate) unsafe fn read_options(info: ffi::duckdb_bind_info) -> Result<(StoreN
         None => false,
     };
     let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
-    Ok((StoreName::parse(&store)?, opts))
+    let store = instance.resolve(&caller, &StoreName::parse(&store)?)?;
+    Ok((caller, store, opts))
 }
 
 /// The schema cache of an existing store (opened on first use; an error when it does not exist).

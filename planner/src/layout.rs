@@ -99,9 +99,21 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Quotes an SQL string literal for DuckDB: wrapped in single quotes, inner quotes doubled.
+/// Quotes an SQL string literal for DuckDB: wrapped in single quotes, inner quotes doubled. For text that may
+/// hold a NUL byte (a datom value, an input), use [`string_value`].
 pub fn quote_str(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A VARCHAR value as an SQL expression that keeps every byte of it. Statements cross DuckDB's C API as
+/// NUL-terminated text, so a NUL byte cannot stand inside a literal: such a value becomes the concatenation
+/// `('a' || chr(0) || 'b')`; any other value is its plain literal ([`quote_str`]).
+pub fn string_value(s: &str) -> String {
+    if !s.contains('\0') {
+        return quote_str(s);
+    }
+    let parts: Vec<String> = s.split('\0').map(quote_str).collect();
+    format!("({})", parts.join(" || chr(0) || "))
 }
 
 /// Where a store lives: an optional catalog (attached database) and a schema.
@@ -219,5 +231,7 @@ mod tests {
         }
         assert_eq!(s.attribute_by_ident(":db/ident").unwrap().unique, Some(Unique::Identity));
         assert_eq!(quote_str("it's"), "'it''s'");
+        assert_eq!(string_value("it's"), "'it''s'");
+        assert_eq!(string_value("a\0b'\0"), "('a' || chr(0) || 'b''' || chr(0) || '')");
     }
 }

@@ -4,7 +4,7 @@
 //! from [`crate::layout::StoreName`], and aliases and column names are generated here
 //! (`t0`, `e`, `c1`, ...), so nothing from EDN is ever spliced raw.
 
-use crate::layout::{quote_ident, quote_str};
+use crate::layout::{quote_ident, quote_str, string_value};
 use std::fmt::Write;
 
 /// A generated internal name (alias or column): lowercase ASCII letters, digits and `_` only, so it
@@ -485,9 +485,9 @@ impl Lit {
             Lit::Double(d) => {
                 let _ = write!(out, "CAST({} AS DOUBLE)", quote_str(&d.to_string()));
             }
-            Lit::Str(s) => out.push_str(&quote_str(s)),
+            Lit::Str(s) => out.push_str(&string_value(s)),
             Lit::Typed(s, ty) => {
-                let _ = write!(out, "CAST({} AS {ty})", quote_str(s));
+                let _ = write!(out, "CAST({} AS {ty})", string_value(s));
             }
         }
     }

@@ -45,6 +45,9 @@ pub enum StorageError {
     /// A store name that cannot be parsed, or a store that does not exist.
     #[error("store {0}")]
     Store(String),
+    /// The caller interrupted the call before it committed; nothing was written.
+    #[error("interrupted: the call was rolled back, nothing was written")]
+    Interrupted,
     /// An error from DuckDB while reading or writing the store.
     #[error("DuckDB: {0}")]
     DuckDb(#[from] duckdb::Error),

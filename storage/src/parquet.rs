@@ -36,8 +36,35 @@ fn file(dir: &str, table: &str) -> String {
 
 /// Writes every table of `store` into `dir` (created if missing) as `<table>.parquet`, from one snapshot (one
 /// read transaction under the store's writer lock, so no transaction lands half-way). Existing files of the same
-/// names are overwritten. Errors: [`StorageError::DuckDb`] when a file cannot be written.
+/// names are overwritten. The files are written into a staging directory inside `dir` and renamed into place
+/// only once all of them are written and the caller has not interrupted the call, so that an export that fails
+/// (or is interrupted) leaves `dir` as it was. Errors: [`StorageError::DuckDb`] when a file cannot be written,
+/// [`StorageError::Interrupted`].
 pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetReport> {
+    std::fs::create_dir_all(dir).map_err(|e| StorageError::Store(format!("cannot create {dir}: {e}")))?;
+    let staging = format!(
+        "{}/.mentat-export-{}-{}",
+        dir.trim_end_matches('/'),
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    );
+    std::fs::create_dir_all(&staging).map_err(|e| StorageError::Store(format!("cannot create {staging}: {e}")))?;
+    let written = export_into(conn, store, &staging).and_then(|(report, tables)| {
+        if crate::interrupt::requested() {
+            return Err(StorageError::Interrupted);
+        }
+        for t in &tables {
+            let (from, to) = (format!("{staging}/{t}.parquet"), format!("{}/{t}.parquet", dir.trim_end_matches('/')));
+            std::fs::rename(&from, &to).map_err(|e| StorageError::Store(format!("cannot move {from} to {to}: {e}")))?;
+        }
+        Ok(report)
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    written
+}
+
+/// Writes every table of `store` into `dir` as [`export`] does, and names the tables written.
+fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetReport, Vec<String>)> {
     let _writer = store.lock_writer();
     let name = &store.name;
     let mut st = conn.prepare(
@@ -47,7 +74,6 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
     let catalog = name.catalog.clone().unwrap_or_default();
     let tables: Vec<String> =
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    std::fs::create_dir_all(dir).map_err(|e| StorageError::Store(format!("cannot create {dir}: {e}")))?;
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         for t in &tables {
@@ -61,7 +87,7 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
         }
         Ok(report)
     };
-    crate::in_transaction(conn, run)
+    Ok((crate::in_transaction(conn, run)?, tables))
 }
 
 /// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction.

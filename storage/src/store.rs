@@ -41,6 +41,10 @@ pub struct Store {
     lookups: Mutex<HashMap<(Entid, Val), Entid>>,
     /// Why the store cannot be written (an attached Parquet export), read once at open.
     read_only: Option<String>,
+    /// For a store in an attached catalog: the `database_oid` that catalog had when the store was opened. DuckDB
+    /// gives every ATTACH a new oid, so a cached store is never used for another file attached under the same
+    /// name (or for the same file attached again, which may have been written meanwhile).
+    catalog_oid: Option<i64>,
 }
 
 /// Entries the unique-value cache holds at most; past that it starts again empty.
@@ -126,10 +130,23 @@ impl Registry {
     /// Opens the store `name` (reading its schema and partitions once), creating it when `create` is true and
     /// its DuckDB schema does not exist yet. Errors with [`StorageError::Store`] when it does not exist and
     /// `create` is false.
+    ///
+    /// A store in an attached catalog is checked on every call against the database the catalog names now (one
+    /// small query, [`catalog_oid`]): after a DETACH and an ATTACH of another file under the same name, the
+    /// cached schema and partition marks are dropped and read again from the new file.
     pub fn open(&self, conn: &Connection, name: &StoreName, create: bool) -> Result<Arc<Store>> {
+        let catalog_oid = match &name.catalog {
+            Some(c) => Some(
+                catalog_oid(conn, c)?.ok_or_else(|| StorageError::Store(format!("{name}: no database named {c}")))?,
+            ),
+            None => None,
+        };
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = stores.get(name) {
-            return Ok(s.clone());
+            if s.catalog_oid == catalog_oid {
+                return Ok(s.clone());
+            }
+            stores.remove(name);
         }
         if !store_exists(conn, name)? {
             if !create {
@@ -147,13 +164,18 @@ impl Registry {
             state: RwLock::new(state),
             writer: Mutex::new(()),
             lookups: Mutex::new(HashMap::new()),
+            catalog_oid,
         });
         stores.insert(name.clone(), store.clone());
         Ok(store)
     }
 
-    /// The store `name` if it is already open (no database access).
+    /// The store `name` if it is already open, without database access: only for stores of the default
+    /// database, which cannot be detached (an attached catalog's store is checked by [`Registry::open`]).
     pub fn get(&self, name: &StoreName) -> Option<Arc<Store>> {
+        if name.catalog.is_some() {
+            return None;
+        }
         self.stores.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
     }
 
@@ -163,7 +185,18 @@ impl Registry {
     }
 }
 
-fn store_exists(conn: &Connection, name: &StoreName) -> Result<bool> {
+/// The `database_oid` of the database attached as `catalog` now, or None when there is none.
+pub fn catalog_oid(conn: &Connection, catalog: &str) -> Result<Option<i64>> {
+    let mut st = conn.prepare_cached("SELECT database_oid FROM duckdb_databases() WHERE database_name = ?")?;
+    let mut rows = st.query([catalog])?;
+    Ok(match rows.next()? {
+        Some(r) => Some(r.get(0)?),
+        None => None,
+    })
+}
+
+/// Whether the store `name` exists (its `partitions` table is there).
+pub fn store_exists(conn: &Connection, name: &StoreName) -> Result<bool> {
     let catalog = name.catalog.clone().unwrap_or_default();
     let n: i64 = conn.query_row(
         "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'partitions' \

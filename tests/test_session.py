@@ -1,0 +1,299 @@
+"""mentat as part of the caller's DuckDB session: USE and the search path, the session's time zone, interrupts
+that reach the inner work (and a call that reports an error has written nothing), catalogs detached and attached
+again under another file, and string values with NUL bytes. Each expected value comes from DuckDB itself in the
+same session (its own casts, its own catalogs) or from the data the test wrote."""
+import datetime
+import os
+import pathlib
+import signal
+import subprocess
+import threading
+import time
+import zoneinfo
+
+import duckdb
+import pytest
+
+from conftest import EXT, connect, q, rows, transact
+
+KEY = ("[{:db/ident :f/key :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
+       ":db/unique :db.unique/identity} "
+       "{:db/ident :f/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one} "
+       "{:db/ident :f/at :db/valueType :db.type/instant :db/cardinality :db.cardinality/one}]")
+
+
+def stores(con):
+    """(catalog, schema) of every mentat store DuckDB itself sees, from its own catalog functions."""
+    return sorted(rows(con, "SELECT database_name, schema_name FROM duckdb_tables() WHERE table_name = 'partitions'"))
+
+
+# ---------------------------------------------------------------------------------------------------- USE
+
+
+def test_use_makes_unqualified_stores_resolve_in_the_current_catalog(tmp_path):
+    con = connect(tmp_path / "first.duckdb")
+    con.execute(f"ATTACH '{tmp_path / 'project.duckdb'}' AS project").fetchall()
+    con.execute("USE project").fetchall()
+    transact(con, KEY)
+    transact(con, '[{:f/key "p"}]')
+    transact(con, KEY, store="crm")
+    transact(con, '[{:f/key "c"}]', store="crm")
+    assert stores(con) == [("project", "crm"), ("project", "mentat")]
+    assert q(con, "[:find ?k :where [_ :f/key ?k]]") == [("p",)]
+    assert q(con, "[:find ?k :where [_ :f/key ?k]]", store="crm") == [("c",)]
+    assert rows(con, "SELECT ident FROM mentat_schema(store := 'crm') WHERE ident = ':f/key'") == [(":f/key",)]
+    # back in the database the process opened first: a store of its own, apart from project's
+    con.execute("USE first").fetchall()
+    transact(con, KEY)
+    transact(con, '[{:f/key "f"}]')
+    assert q(con, "[:find ?k :where [_ :f/key ?k]]") == [("f",)]
+    assert q(con, "[:find ?k :where [_ :f/key ?k]]", store="project.mentat") == [("p",)]
+    assert stores(con) == [("first", "mentat"), ("project", "crm"), ("project", "mentat")]
+
+
+def test_a_search_path_of_several_catalogs_finds_the_store_where_it_is(tmp_path):
+    con = connect(tmp_path / "first.duckdb")
+    for name in ("a", "b"):
+        con.execute(f"ATTACH '{tmp_path / (name + '.duckdb')}' AS {name}").fetchall()
+    transact(con, KEY, store="b.crm")
+    transact(con, '[{:f/key "in b"}]', store="b.crm")
+    con.execute("SET search_path = 'a,b'").fetchall()
+    # like an unqualified table: the first catalog of the path that holds it
+    assert q(con, "[:find ?k :where [_ :f/key ?k]]", store="crm") == [("in b",)]
+    assert rows(con, "SELECT count(*) FROM mentat_pull_many('[*]', [1], store := 'crm')") == [(1,)]
+    # a new store goes where a new table would: the first catalog of the path
+    transact(con, KEY, store="fresh")
+    assert ("a", "fresh") in stores(con)
+
+
+def test_use_in_the_cli(tmp_path):
+    script = (f"LOAD '{EXT}'; ATTACH '{tmp_path / 'project.duckdb'}' AS project; USE project;\n"
+              f"SELECT datoms FROM mentat_transact('{KEY}');\n"
+              "SELECT datoms FROM mentat_transact('[{:f/key \"cli\"}]');\n"
+              "SELECT database_name FROM duckdb_tables() WHERE table_name = 'partitions';\n")
+    p = subprocess.run(["duckdb", "-unsigned", "-csv", str(tmp_path / "first.duckdb")], input=script,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-2:] == ["database_name", "project"]
+
+
+# ---------------------------------------------------------------------------------------------- time zone
+
+
+def test_naive_instants_are_read_in_the_callers_time_zone(con):
+    transact(con, KEY)
+    t1 = transact(con, '[{:f/key "one"}]')
+    time.sleep(0.01)
+    transact(con, '[{:f/key "two"}]')
+    con.execute("SET TimeZone = 'Asia/Tokyo'").fetchall()
+    tokyo = zoneinfo.ZoneInfo("Asia/Tokyo")
+    wall = t1["tx_instant"].astimezone(tokyo).replace(tzinfo=None)  # tx 1's instant as Tokyo wall time
+    query = "[:find ?k :where [_ :f/key ?k]]"
+    # a naive Python datetime, a TIMESTAMP literal and text without offset all mean Tokyo time, as in DuckDB's casts
+    assert q(con, query, as_of=wall) == [("one",)]
+    lit = wall.isoformat(sep=" ")
+    assert rows(con, f"SELECT * FROM mentat_q('{query}', as_of := TIMESTAMP '{lit}')") == [("one",)]
+    assert rows(con, f"SELECT * FROM mentat_q('{query}', as_of := '{lit}')") == [("one",)]
+    assert sorted(q(con, query, since=wall)) == [("two",)]
+    # an instant with its zone is absolute, whatever the session's zone
+    assert q(con, query, as_of=t1["tx_instant"]) == [("one",)]
+    assert rows(con, "SELECT count(*) FROM mentat_pull('[:f/key]', '[:f/key \"two\"]', as_of := ?) "
+                     "WHERE pull IS NULL", [wall]) == [(1,)]
+
+
+def test_instants_printed_as_text_follow_the_session(con):
+    transact(con, KEY)
+    transact(con, '[{:f/key "x" :f/at #inst "2024-03-01T00:30:00Z"}]')
+    for zone in ("Asia/Tokyo", "America/New_York", "UTC"):
+        con.execute(f"SET TimeZone = '{zone}'").fetchall()
+        expected = rows(con, "SELECT (TIMESTAMPTZ '2024-03-01 00:30:00+00')::VARCHAR")[0][0]
+        assert rows(con, "SELECT v FROM mentat_datoms('AEVT', a := ':f/at')") == [(expected,)]
+        # the typed answer is the same instant in every zone
+        assert q(con, "[:find ?at . :where [_ :f/at ?at]]")[0][0] == \
+            datetime.datetime(2024, 3, 1, 0, 30, tzinfo=datetime.timezone.utc)
+
+
+# ---------------------------------------------------------------------------------------------- interrupts
+
+SLOW = ("[:find (count ?a) :where [?a :f/g ?g] [?b :f/g ?g] [?a :f/n ?x] [?b :f/n ?y] [(< ?x ?y)]]")
+
+
+def big_store(con, n):
+    transact(con, "[{:db/ident :f/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one} "
+                  "{:db/ident :f/g :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]")
+    con.execute(f"""SELECT * FROM mentat_import('SELECT i AS ":f/n", i % 1000 AS ":f/g" FROM range({n}) t(i)')""") \
+        .fetchall()
+
+
+def run_interrupted(con, sql, after):
+    """Runs `sql` on a cursor of `con`, interrupting it `after` seconds in: (seconds taken, rows or the error)."""
+    c = con.cursor()
+    timer = threading.Timer(after, c.interrupt)
+    start = time.perf_counter()
+    timer.start()
+    try:
+        out = c.execute(sql).fetchall()
+    except duckdb.Error as e:
+        out = e
+    took = time.perf_counter() - start
+    timer.cancel()
+    return took, out
+
+
+def count(con, attr):
+    """Entities with `attr` (Datomic's scalar find of a count over no rows is nil: no row)."""
+    found = rows(con, f"SELECT * FROM mentat_q('[:find (count ?e) . :where [?e {attr}]]')")
+    return found[0][0] if found else 0
+
+
+def test_an_interrupt_stops_a_long_query_promptly(con):
+    big_store(con, 1_000_000)
+    sql = f"SELECT * FROM mentat_q('{SLOW}')"
+    start = time.perf_counter()
+    # every ?a but the largest of its group of 1000 has a ?b above it: 1000 groups of 999
+    assert rows(con, sql) == [(1000 * 999,)]
+    whole = time.perf_counter() - start
+    took, out = run_interrupted(con, sql, 0.2)
+    assert isinstance(out, duckdb.Error) and "nterrupt" in str(out), out
+    # generous bound against the uninterrupted time: the inner query stopped, it did not run to completion
+    assert took < 0.2 + max(1.0, whole / 4) and took < whole * 0.75, (took, whole)
+    assert rows(con, "SELECT 42") == [(42,)]  # the connection and mentat's pool are fine afterwards
+    assert rows(con, f"SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/g 7]]')") == [(1000,)]
+
+
+def test_an_interrupted_import_reports_an_error_only_when_it_wrote_nothing(con):
+    big_store(con, 10)
+    n = 3_000_000
+    sql = f"""SELECT * FROM mentat_import('SELECT i + 1000000000 AS ":f/n", 5 AS ":f/g" FROM range({n}) t(i)')"""
+    errors = successes = 0
+    expected = count(con, ":f/n")
+    for after in (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.2, 2.0):
+        took, out = run_interrupted(con, sql, after)
+        if isinstance(out, duckdb.Error):
+            errors += 1
+            assert took < after + 1.0, (after, took)
+        else:
+            successes += 1
+            assert out[0][2] == n
+            expected += n
+        # an error means nothing was written; a success means everything was
+        assert count(con, ":f/n") == expected, (after, out)
+    assert errors > 0
+
+
+def test_an_interrupted_transaction_writes_nothing(con):
+    transact(con, KEY)
+    edn = "[" + " ".join(f'{{:f/key "k{i}" :f/n {i}}}' for i in range(150_000)) + "]"
+    before = count(con, ":f/key")
+    outcomes = []
+    for after in (0.02, 0.1, 0.3):
+        took, out = run_interrupted(con, f"SELECT datoms FROM mentat_transact('{edn}')", after)
+        outcomes.append(isinstance(out, duckdb.Error))
+        now = count(con, ":f/key")
+        assert now == (before if isinstance(out, duckdb.Error) else 150_000), (after, out)
+        if now:
+            break
+    assert outcomes[0], "the first interrupt came after the whole transaction had run"
+
+
+def test_an_interrupted_export_and_import_store_leave_nothing(con, tmp_path):
+    big_store(con, 2_000_000)
+    out_dir = tmp_path / "export"
+    took, out = run_interrupted(con, f"SELECT * FROM mentat_export('{out_dir}')", 0.05)
+    assert isinstance(out, duckdb.Error), out
+    assert not out_dir.exists() or list(out_dir.iterdir()) == []
+    assert rows(con, f"SELECT files > 0 FROM mentat_export('{out_dir}')") == [(True,)]
+    took, out = run_interrupted(con, f"SELECT * FROM mentat_import_store('{out_dir}', store := 'copy')", 0.05)
+    assert isinstance(out, duckdb.Error), out
+    assert ("memory", "copy") not in stores(con) and all(s != "copy" for _, s in stores(con))
+
+
+def cli_binary():
+    """The DuckDB CLI executable itself (the `duckdb` on PATH is a Python launcher that does not pass SIGINT on)."""
+    import duckdb_cli
+    return pathlib.Path(duckdb_cli.__file__).parent / "duckdb"
+
+
+def test_ctrl_c_in_the_cli_stops_a_long_query(tmp_path):
+    db = tmp_path / "cli.duckdb"
+    setup = (f"LOAD '{EXT}';\n"
+             "SELECT datoms FROM mentat_transact('[{:db/ident :f/n :db/valueType :db.type/long "
+             ":db/cardinality :db.cardinality/one} {:db/ident :f/g :db/valueType :db.type/long "
+             ":db/cardinality :db.cardinality/one}]');\n"
+             "SELECT entities FROM mentat_import('SELECT i AS \":f/n\", i % 1000 AS \":f/g\" "
+             "FROM range(1000000) t(i)');\n")
+    p = subprocess.run([str(cli_binary()), "-unsigned", "-csv", str(db)], input=setup, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip().endswith("1000000"), (p.stdout, p.stderr)
+    script = f"LOAD '{EXT}';\nSELECT 'started' AS s;\nSELECT * FROM mentat_q('{SLOW}');\n"
+    p = subprocess.Popen([str(cli_binary()), "-unsigned", "-csv", str(db)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = time.perf_counter()
+    p.stdin.write(script)
+    p.stdin.close()
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=120)
+    took = time.perf_counter() - start
+    out = p.stdout.read()
+    assert "started" in out, (out, p.stderr.read())  # the script ran up to the slow query
+    assert "999000" not in out, out
+    # the same query uninterrupted takes several seconds (test_an_interrupt_stops_a_long_query_promptly)
+    assert took < 1.5 + 1.5, took
+
+
+# ------------------------------------------------------------------------------------ catalogs that change
+
+
+def test_a_catalog_attached_again_under_another_file_is_read_from_that_file(tmp_path):
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    con = connect(tmp_path / "main.duckdb")
+    con.execute(f"ATTACH '{b}' AS y").fetchall()
+    transact(con, KEY, store="y.mentat")
+    transact(con, '[{:f/key "from b" :f/n 2}]', store="y.mentat")
+    con.execute("DETACH y").fetchall()
+    con.execute(f"ATTACH '{a}' AS x").fetchall()
+    transact(con, "[{:db/ident :g/other :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]",
+             store="x.mentat")
+    transact(con, "[{:g/other 1}]", store="x.mentat")
+    con.execute("DETACH x").fetchall()
+    con.execute(f"ATTACH '{b}' AS x").fetchall()
+    assert q(con, "[:find ?k ?n :where [?e :f/key ?k] [?e :f/n ?n]]", store="x.mentat") == [("from b", 2)]
+    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'x.mentat') WHERE ident = ':f/key'") == [(1,)]
+    assert rows(con, "SELECT pull FROM mentat_pull('[:f/n]', '[:f/key \"from b\"]', store := 'x.mentat')") \
+        == [({"f/n": 2},)]
+    # writes go to b.duckdb, with b's entids
+    t = transact(con, '[{:f/key "again" :f/n 3}]', store="x.mentat")
+    assert sorted(q(con, "[:find ?n :where [_ :f/n ?n]]", store="x.mentat")) == [(2,), (3,)]
+    con.execute("DETACH x").fetchall()
+    con.execute(f"ATTACH '{a}' AS x").fetchall()
+    assert q(con, "[:find ?v :where [_ :g/other ?v]]", store="x.mentat") == [(1,)]
+    with pytest.raises(duckdb.Error, match="unknown attribute :f/key"):
+        q(con, "[:find ?k :where [_ :f/key ?k]]", store="x.mentat")
+    assert t["tx"] > 0
+
+
+# ---------------------------------------------------------------------------------------------- NUL bytes
+
+
+def test_values_with_nul_bytes_travel_whole(con):
+    transact(con, KEY)
+    ids = transact(con, '[{:db/id "a" :f/key "a"} {:db/id "nul" :f/key "a\\u0000b" :f/n 7}]')["tempids"]
+    a, nul = ids["a"], ids["nul"]
+    assert sorted(q(con, "[:find ?k :where [_ :f/key ?k]]")) == [("a",), ("a\x00b",)]
+    # scalar input, pattern constant, predicate, lookup ref (in a pattern and in pull)
+    assert q(con, "[:find ?e :in $ ?k :where [?e :f/key ?k]]", '["a\\u0000b"]') == [(nul,)]
+    assert q(con, '[:find ?e :where [?e :f/key "a\\u0000b"]]') == [(nul,)]
+    assert q(con, '[:find ?e :where [?e :f/key ?k] [(= ?k "a\\u0000b")]]') == [(nul,)]
+    assert q(con, '[:find ?n :where [[:f/key "a\\u0000b"] :f/n ?n]]') == [(7,)]
+    assert q(con, "[:find ?n :in $ ?e :where [?e :f/n ?n]]", '[[:f/key "a\\u0000b"]]') == [(7,)]
+    assert rows(con, "SELECT e, pull FROM mentat_pull('[:f/key]', '[:f/key \"a\\u0000b\"]')") == \
+        [(nul, {"f/key": "a\x00b"})]
+    # a DuckDB VARCHAR value with a NUL byte is not cut at it
+    assert rows(con, "SELECT e, v FROM mentat_datoms('AVET', a := ':f/key', v := 'a' || chr(0) || 'b')") == \
+        [(nul, "a\x00b")]
+    assert rows(con, "SELECT e FROM mentat_datoms('AVET', a := ':f/key', v := 'a' || chr(0) || 'zzz')") == []
+    assert rows(con, "SELECT e FROM mentat_datoms('AVET', a := ':f/key', v := 'a')") == [(a,)]
+    # and through a transaction's lookup ref
+    transact(con, '[[:db/add [:f/key "a\\u0000b"] :f/n 8]]')
+    assert q(con, "[:find ?n :in $ ?k :where [?e :f/key ?k] [?e :f/n ?n]]", '["a\\u0000b"]') == [(8,)]
