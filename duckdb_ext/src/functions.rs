@@ -13,15 +13,11 @@
 //! | `mentat_pull_many(pattern VARCHAR, entities LIST [, store :=, as_of :=, since :=])` | table | one `(e, pull)` row per list element, in order (see `pull.rs`) |
 //! | `mentat_datoms(index VARCHAR [, e :=, a :=, v :=, store :=, as_of :=, since :=, history :=])` | table | Datomic's `d/datoms`: the EAVT, AEVT, AVET, VAET index views, rows `(e, a, v, tx, added)` in index order (see `datoms.rs`) |
 //! | `mentat_with(edn VARCHAR, query VARCHAR [, inputs := VARCHAR, store := VARCHAR])` | table | Datomic's `d/with`: the query's answer as if the transaction had been applied, nothing written |
-//! | `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])` | scalar | the statement `mentat_q` runs |
+//! | `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])` | scalar | the statement `mentat_q` runs (see `sql.rs`) |
 
 use crate::session::Caller;
 use crate::Instance;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
-use duckdb::ffi::duckdb_string_t;
-use duckdb::types::DuckString;
-use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
-use duckdb::vtab::arrow::WritableVector;
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 use planner::layout::{StoreName, DEFAULT_STORE};
@@ -36,7 +32,6 @@ pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Transact, _>("mentat_transact", instance)?;
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
     crate::import::register(con, instance)?;
-    con.register_scalar_function_with_state::<Sql>("mentat_sql", instance)?;
     con.register_table_function_with_extra_info::<With, _>("mentat_with", instance)?;
     Ok(())
 }
@@ -282,50 +277,6 @@ impl VTab for SchemaFn {
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
         Some(vec![("store".to_string(), varchar())])
-    }
-}
-
-/// `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])`: the one SQL statement that `mentat_q` runs
-/// for this query (no time-travel options), as text. Constant arguments are folded when the calling statement is
-/// bound, so `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and
-/// transaction. NULL in, NULL out. Errors: the planner's errors (unknown attribute, unbound variable, ...), or a
-/// missing store.
-pub struct Sql;
-
-impl VScalar for Sql {
-    type State = Arc<Instance>;
-
-    fn invoke(state: &Arc<Instance>, input: &mut DataChunkHandle, output: &mut dyn WritableVector) -> Res<()> {
-        let rows = input.len();
-        let columns = input.num_columns();
-        let text = |col: usize, row: usize| -> Option<String> {
-            let v = input.flat_vector(col);
-            if v.row_is_null(row as u64) {
-                return None;
-            }
-            // SAFETY: the column is VARCHAR (all signatures take VARCHAR) and row < rows.
-            let mut s = unsafe { v.as_slice_with_len::<duckdb_string_t>(rows) }[row];
-            Some(DuckString::new(&mut s).as_str().to_string())
-        };
-        let mut out = output.flat_vector();
-        for row in 0..rows {
-            let Some(query) = text(0, row) else {
-                out.set_null(row);
-                continue;
-            };
-            let inputs = if columns > 1 { text(1, row) } else { None };
-            let store = if columns > 2 { text(2, row) } else { None };
-            let name = StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?;
-            let schema = crate::query::store_schema(state, &name)?;
-            let compiled =
-                planner::compile_query(&query, inputs.as_deref(), &schema, &name, &planner::QueryOptions::default())?;
-            out.insert(row, compiled.sql.as_str());
-        }
-        Ok(())
-    }
-
-    fn signatures() -> Vec<ScalarFunctionSignature> {
-        (1..=3).map(|n| ScalarFunctionSignature::exact((0..n).map(|_| varchar()).collect(), varchar())).collect()
     }
 }
 

@@ -15,6 +15,7 @@ mod pool;
 mod pull;
 mod query;
 mod session;
+mod sql;
 
 use duckdb::ffi;
 use duckdb::Connection;
@@ -105,6 +106,7 @@ unsafe fn init(
         return Err("mentat could not connect to register its query functions".into());
     }
     let registered = query::register(reg, &instance)
+        .and_then(|_| sql::register(reg, &instance))
         .and_then(|_| pull::register(reg, &instance))
         .and_then(|_| datoms::register(reg, &instance));
     ffi::duckdb_disconnect(&mut reg);

@@ -116,11 +116,8 @@ impl Drop for PooledConnection<'_> {
     fn drop(&mut self) {
         self.watch = None;
         if let Some(zoned) = self.conn.take() {
-            let conn = &zoned.conn;
-            // A call that failed half-way must not leave a transaction open on a shared connection.
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
+            // Every transaction on it was ended by storage::in_transaction (or storage::Open's drop, panics
+            // included), so it goes back with none open.
             self.pool.lock().push(zoned);
             self.pool.available.notify_one();
         }

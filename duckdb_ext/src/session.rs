@@ -110,15 +110,23 @@ impl Caller {
     pub unsafe fn capture(info: ffi::duckdb_bind_info) -> Caller {
         let mut ctx: ffi::duckdb_client_context = std::ptr::null_mut();
         ffi::duckdb_table_function_get_client_context(info, &mut ctx);
+        Caller::from_client_context(ctx)
+    }
+
+    /// Reads the caller's session from a client context handle, and destroys the handle.
+    ///
+    /// # Safety
+    /// `ctx` must be null or a client context handle DuckDB handed out during the running callback.
+    pub unsafe fn from_client_context(mut ctx: ffi::duckdb_client_context) -> Caller {
         if ctx.is_null() {
             return Caller::default();
         }
-        let caller = Caller::from_context(ctx);
+        let caller = Caller::read(ctx);
         ffi::duckdb_destroy_client_context(&mut ctx);
         caller
     }
 
-    unsafe fn from_context(ctx: ffi::duckdb_client_context) -> Caller {
+    unsafe fn read(ctx: ffi::duckdb_client_context) -> Caller {
         let catalogs = setting(ctx, c"search_path").map(|p| search_path_catalogs(&p)).unwrap_or_default();
         let time_zone = setting(ctx, c"TimeZone").filter(|z| !z.is_empty());
         let offset = FLAG_OFFSET.load(Ordering::Relaxed);

@@ -17,19 +17,57 @@ pub mod trace;
 pub mod transactor;
 
 /// Runs `f` inside one DuckDB transaction on `conn` (which must have none open): COMMIT when `f` returns Ok,
-/// ROLLBACK when it or the COMMIT fails, or when the caller was interrupted before the COMMIT
-/// ([`interrupt::requested`], then [`StorageError::Interrupted`]), so that a failed call leaves nothing behind.
+/// ROLLBACK when it or the COMMIT fails, when it panics, or when the caller was interrupted before the COMMIT
+/// ([`interrupt::requested`], then [`StorageError::Interrupted`]), so that a failed call leaves nothing behind
+/// and the connection goes back to its pool with no transaction open.
 pub fn in_transaction<T>(conn: &duckdb::Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
-    let committed = f().and_then(|v| {
-        if interrupt::requested() {
-            return Err(StorageError::Interrupted);
-        }
-        conn.prepare_cached("COMMIT")?.execute([])?;
-        Ok(v)
-    });
-    if committed.is_err() {
-        let _ = conn.execute_batch("ROLLBACK");
+    let open = Open::begin(conn)?;
+    let v = f()?;
+    if interrupt::requested() {
+        return Err(StorageError::Interrupted);
     }
-    committed
+    conn.prepare_cached("COMMIT")?.execute([])?;
+    open.done();
+    Ok(v)
+}
+
+/// An open DuckDB transaction, rolled back on drop unless [`Open::done`] says it was committed (or rolled back).
+pub struct Open<'c> {
+    conn: &'c duckdb::Connection,
+    open: bool,
+}
+
+impl<'c> Open<'c> {
+    /// `BEGIN TRANSACTION` on `conn`.
+    pub fn begin(conn: &'c duckdb::Connection) -> Result<Open<'c>> {
+        conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
+        Ok(Open { conn, open: true })
+    }
+
+    /// The transaction has ended (committed): nothing to roll back.
+    pub fn done(mut self) {
+        self.open = false;
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            rollback(self.conn);
+        }
+    }
+}
+
+/// Rolls back the transaction open on `conn`. The extension forwards the caller's interrupt to the connection for
+/// as long as the call runs, and an interrupt can cut a ROLLBACK short too: it is tried again (DuckDB clears a
+/// connection's interrupt when a statement starts, and a ROLLBACK takes microseconds against the forwarding's
+/// milliseconds) until DuckDB has no transaction open on the connection.
+pub fn rollback(conn: &duckdb::Connection) {
+    for _ in 0..1000 {
+        match conn.execute_batch("ROLLBACK") {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("no transaction is active") => return,
+            Err(_) => continue,
+        }
+    }
 }

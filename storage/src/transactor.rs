@@ -984,9 +984,9 @@ pub fn transact_speculative<R>(
     let mut trace = Trace::start();
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
-    conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
+    let open = crate::Open::begin(conn)?;
     let out = run_open(conn, store, &forms, &mut trace).and_then(|(report, state, _)| f(&report, &state));
-    conn.execute_batch("ROLLBACK")?;
+    drop(open); // rolled back: nothing of the transaction stays
     out
 }
 

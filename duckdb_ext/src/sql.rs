@@ -1,0 +1,123 @@
+//! `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])`: the one SQL statement that `mentat_q` runs
+//! for a query (no time-travel options), as text.
+//!
+//! A scalar function: constant arguments are folded when the calling statement is bound, so
+//! `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and transaction.
+//! NULL in, NULL out. The store name resolves against the caller's search path, as in every mentat function
+//! (`session.rs`): the caller's session is read in the function's bind, which is why it is registered through the
+//! raw C API (duckdb-rs's scalar functions have no bind). Errors: the planner's errors (unknown attribute,
+//! unbound variable, ...), or a missing store.
+
+use crate::query::drop_box;
+use crate::session::Caller;
+use crate::Instance;
+use duckdb::ffi;
+use planner::layout::{StoreName, DEFAULT_STORE};
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+/// Bind data: the caller's session, read when the calling statement is bound.
+#[derive(Clone)]
+struct SqlBind {
+    caller: Caller,
+}
+
+unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
+    let caller = std::panic::catch_unwind(|| unsafe {
+        let mut ctx: ffi::duckdb_client_context = std::ptr::null_mut();
+        ffi::duckdb_scalar_function_get_client_context(info, &mut ctx);
+        Caller::from_client_context(ctx)
+    })
+    .unwrap_or_default();
+    let data = Box::into_raw(Box::new(SqlBind { caller })) as *mut c_void;
+    ffi::duckdb_scalar_function_set_bind_data(info, data, Some(drop_box::<SqlBind>));
+    ffi::duckdb_scalar_function_set_bind_data_copy(info, Some(copy));
+}
+
+unsafe extern "C" fn copy(data: *mut c_void) -> *mut c_void {
+    let b = &*(data as *const SqlBind);
+    Box::into_raw(Box::new(b.clone())) as *mut c_void
+}
+
+/// The text of row `row` of a VARCHAR vector, or None for NULL.
+unsafe fn text(vector: ffi::duckdb_vector, row: usize) -> Option<String> {
+    let validity = ffi::duckdb_vector_get_validity(vector);
+    if !validity.is_null() && !ffi::duckdb_validity_row_is_valid(validity, row as u64) {
+        return None;
+    }
+    let data = ffi::duckdb_vector_get_data(vector) as *mut ffi::duckdb_string_t;
+    Some(String::from_utf8_lossy(duckdb::types::DuckString::new(&mut *data.add(row)).as_bytes()).into_owned())
+}
+
+unsafe fn execute_inner(
+    info: ffi::duckdb_function_info,
+    input: ffi::duckdb_data_chunk,
+    output: ffi::duckdb_vector,
+) -> Result<(), String> {
+    let instance = &*(ffi::duckdb_scalar_function_get_extra_info(info) as *const Arc<Instance>);
+    let caller = &(*(ffi::duckdb_scalar_function_get_bind_data(info) as *const SqlBind)).caller;
+    let rows = ffi::duckdb_data_chunk_get_size(input) as usize;
+    let columns = ffi::duckdb_data_chunk_get_column_count(input) as usize;
+    let column = |c: usize| (c < columns).then(|| ffi::duckdb_data_chunk_get_vector(input, c as u64));
+    for row in 0..rows {
+        let Some(query) = text(ffi::duckdb_data_chunk_get_vector(input, 0), row) else {
+            ffi::duckdb_vector_ensure_validity_writable(output);
+            ffi::duckdb_validity_set_row_invalid(ffi::duckdb_vector_get_validity(output), row as u64);
+            continue;
+        };
+        let inputs = column(1).and_then(|v| text(v, row));
+        let store = column(2).and_then(|v| text(v, row));
+        let name = instance.resolve(caller, &StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?)?;
+        let schema = crate::query::store_schema(instance, &name)?;
+        let compiled =
+            planner::compile_query(&query, inputs.as_deref(), &schema, &name, &planner::QueryOptions::default())
+                .map_err(|e| e.to_string())?;
+        let sql = compiled.sql.as_bytes();
+        ffi::duckdb_vector_assign_string_element_len(output, row as u64, sql.as_ptr() as *const _, sql.len() as u64);
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn execute(
+    info: ffi::duckdb_function_info,
+    input: ffi::duckdb_data_chunk,
+    output: ffi::duckdb_vector,
+) {
+    let message = match std::panic::catch_unwind(|| unsafe { execute_inner(info, input, output) }) {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(_) => "mentat panicked while compiling the query".to_string(),
+    };
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
+}
+
+/// Registers `mentat_sql` with one, two and three VARCHAR arguments.
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point.
+pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
+    let mut set = ffi::duckdb_create_scalar_function_set(c"mentat_sql".as_ptr());
+    for arity in 1..=3 {
+        let mut f = ffi::duckdb_create_scalar_function();
+        ffi::duckdb_scalar_function_set_name(f, c"mentat_sql".as_ptr());
+        let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
+        for _ in 0..arity {
+            ffi::duckdb_scalar_function_add_parameter(f, varchar);
+        }
+        ffi::duckdb_scalar_function_set_return_type(f, varchar);
+        ffi::duckdb_destroy_logical_type(&mut varchar);
+        let extra = Box::into_raw(Box::new(instance.clone())) as *mut c_void;
+        ffi::duckdb_scalar_function_set_extra_info(f, extra, Some(drop_box::<Arc<Instance>>));
+        ffi::duckdb_scalar_function_set_bind(f, Some(bind));
+        ffi::duckdb_scalar_function_set_function(f, Some(execute));
+        ffi::duckdb_add_scalar_function_to_set(set, f);
+        ffi::duckdb_destroy_scalar_function(&mut f);
+    }
+    let rc = ffi::duckdb_register_scalar_function_set(con, set);
+    ffi::duckdb_destroy_scalar_function_set(&mut set);
+    if rc != ffi::DuckDBSuccess {
+        return Err("could not register mentat_sql".into());
+    }
+    Ok(())
+}
