@@ -634,8 +634,12 @@ def test_mentat_explain(db):
     plan = db.execute("SELECT * FROM mentat_explain(?, inputs := ?)", [query, '["bob"]']).fetchall()
     assert plan
     text = "\n".join(str(c) for row in plan for c in row)
-    assert "cur_" in text  # the plan scans mentat's current-state tables
-    assert "Join" in text and "Scan" in text
+    if os.environ.get("MENTAT_ENTITY_PATH") == "0":
+        assert "cur_" in text  # the plan scans mentat's current-state tables
+        assert "Join" in text and "Scan" in text
+    else:
+        # an entity-shaped query: probes of the entity index, value first, then the entity's attributes
+        assert "entity_path" in text and "AVET [?p :person/name ?x]" in text and "EAVT [?p :person/age ?a]" in text
 
 
 def test_join_of_two_mentat_q_calls(db):

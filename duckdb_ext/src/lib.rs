@@ -9,6 +9,7 @@
 //! with an error at `LOAD`.
 
 mod datoms;
+mod entity;
 mod functions;
 mod import;
 mod pool;
@@ -36,6 +37,8 @@ pub struct Instance {
     pub stores: storage::store::Registry,
     /// The database the process opened first: the one mentat's own connections use when no catalog is named.
     pub default_catalog: String,
+    /// Whether entity-shaped queries may be answered from the entity index (`entity.rs`).
+    pub entity_path: bool,
 }
 
 impl Instance {
@@ -99,7 +102,8 @@ unsafe fn init(
     session::calibrate(*db);
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);
     let pool = pool::Pool::open(con, pool::SIZE)?;
-    let instance = Arc::new(Instance { pool, raw, stores: Default::default(), default_catalog });
+    let entity_path = entity::enabled_by_environment();
+    let instance = Arc::new(Instance { pool, raw, stores: Default::default(), default_catalog, entity_path });
     functions::register(&registrar, &instance)?;
     let mut reg: ffi::duckdb_connection = std::ptr::null_mut();
     if ffi::duckdb_connect(*db, &mut reg) != ffi::DuckDBSuccess {

@@ -20,8 +20,8 @@
 //! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_statement, finish_bind, is_integer, read_options, register_streaming, store_schema, value_text, Bound, Param,
-    READ_OPTIONS,
+    bind_answer, bind_statement, finish_bind, is_integer, read_options, register_streaming, store_schema, value_text,
+    Bound, Param, READ_OPTIONS,
 };
 use crate::Instance;
 use duckdb::ffi;
@@ -65,6 +65,15 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
+    // The entity path: a flat pattern of entids (or idents), pulled from the store's entity index.
+    if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql) {
+        if let Some(specs) = planner::pull::flat_fields(&pattern, &schema, &store, &opts) {
+            if let Some(answer) = crate::entity::pull_answer(instance, &store, &specs, &ids)? {
+                let sql = if extra.many { compiled.many_sql() } else { compiled.one_sql() };
+                return bind_answer(info, instance, &caller, &sql, &names, Box::new(answer));
+            }
+        }
+    }
     if !extra.many {
         if is_integer(id) {
             return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0]);
@@ -99,6 +108,42 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         });
     }
     bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[])
+}
+
+/// The entids a pull names, when they are all given directly: an integer, an ident (resolved by `entity_sql`),
+/// or a LIST of integers (a NULL element is None). None for lookup refs, which the general path resolves.
+unsafe fn entity_ids(
+    entity: ffi::duckdb_value,
+    id: ffi::duckdb_type,
+    many: bool,
+    entity_sql: &dyn Fn(&str) -> Result<String, String>,
+) -> Option<Vec<Option<i64>>> {
+    if !many {
+        if is_integer(id) {
+            return Some(vec![Some(ffi::duckdb_get_int64(entity))]);
+        }
+        return entity_sql(&value_text(entity)).ok()?.parse::<i64>().ok().map(|e| vec![Some(e)]);
+    }
+    if id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_LIST {
+        return None;
+    }
+    let mut child = ffi::duckdb_list_type_child_type(ffi::duckdb_get_value_type(entity));
+    let child_id = ffi::duckdb_get_type_id(child);
+    ffi::duckdb_destroy_logical_type(&mut child);
+    if !is_integer(child_id) {
+        return None;
+    }
+    let n = ffi::duckdb_get_list_size(entity);
+    let mut out = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let item = Owned(ffi::duckdb_get_list_child(entity, i));
+        out.push(if item.0.is_null() || ffi::duckdb_is_null_value(item.0) {
+            None
+        } else {
+            Some(ffi::duckdb_get_int64(item.0))
+        });
+    }
+    Some(out)
 }
 
 unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {

@@ -153,13 +153,27 @@ pub(crate) struct Bound {
     /// The caller's session: its interrupt is forwarded to the connection while the statement runs.
     caller: Caller,
     target: RawTarget,
-    _conn: Borrowed,
+    _conn: Option<Borrowed>,
+    /// The answer, when the entity path gave it at bind time (then there is no statement).
+    answer: Option<Box<dyn crate::entity::Write>>,
 }
 
 impl Bound {
     /// Forwards the caller's interrupt to the statement's connection until the watch is dropped.
     fn watch(&self) -> Watch {
         Watch::start(&self.caller, Target::Raw(self.target))
+    }
+
+    /// Bind data for an answer the entity path computed.
+    pub(crate) fn answered(answer: Box<dyn crate::entity::Write>) -> Bound {
+        Bound {
+            prepared: std::ptr::null_mut(),
+            columns: 0,
+            caller: Caller::default(),
+            target: RawTarget(std::ptr::null_mut()),
+            _conn: None,
+            answer: Some(answer),
+        }
     }
 }
 
@@ -270,9 +284,20 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let schema = store_schema(&extra.instance, &store_name)?;
     let compiled =
         planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
-    let sql = match extra.mode {
-        Mode::Query => compiled.sql.clone(),
-        Mode::Explain => format!("EXPLAIN {}", compiled.sql),
+    let entity =
+        crate::entity::plan(&extra.instance, &query, inputs.as_deref(), &schema, &store_name, &opts, &compiled);
+    if let (Mode::Query, Some(plan)) = (extra.mode, &entity) {
+        if let Some(answer) = crate::entity::answer(&extra.instance, &store_name, plan, &compiled)? {
+            return Ok(answer.bind(info));
+        }
+    }
+    let sql = match (extra.mode, &entity) {
+        (Mode::Query, _) => compiled.sql.clone(),
+        (Mode::Explain, Some(plan)) => format!(
+            "SELECT 'entity_path' AS explain_key, {} AS explain_value",
+            planner::layout::quote_str(&plan.to_string())
+        ),
+        (Mode::Explain, None) => format!("EXPLAIN {}", compiled.sql),
     };
     let names: Vec<&str> = match extra.mode {
         Mode::Query => compiled.columns.iter().map(|c| c.name.as_str()).collect(),
@@ -299,7 +324,7 @@ pub(crate) unsafe fn bind_statement(
     raw.adopt(caller)?;
     let prepared = raw.prepare(sql)?;
     let target = RawTarget(raw.conn);
-    let mut bound = Bound { prepared, columns: 0, caller: caller.clone(), target, _conn: conn };
+    let mut bound = Bound { prepared, columns: 0, caller: caller.clone(), target, _conn: Some(conn), answer: None };
     if !params.is_empty() {
         ffi::duckdb_clear_bindings(prepared);
         for (i, p) in params.iter().enumerate() {
@@ -323,6 +348,22 @@ pub(crate) unsafe fn bind_statement(
     }
     bound.columns = columns;
     Ok(bound)
+}
+
+/// Declares the result columns of `sql` (prepared on a query connection, through its statement cache) under
+/// `names`, and returns bind data that writes `answer` instead of running the statement: the entity path's
+/// answers keep the general path's exact column types.
+pub(crate) unsafe fn bind_answer(
+    info: ffi::duckdb_bind_info,
+    instance: &Instance,
+    caller: &Caller,
+    sql: &str,
+    names: &[&str],
+    answer: Box<dyn crate::entity::Write>,
+) -> Result<Bound, String> {
+    let declared = bind_statement(info, instance, caller, sql, names, &[])?;
+    drop(declared);
+    Ok(Bound::answered(answer))
 }
 
 /// Hands DuckDB the outcome of a bind: the bind data, or the error (a panic is reported as `what` panicking).
@@ -357,6 +398,12 @@ pub(crate) unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
 
 unsafe fn init_inner(info: ffi::duckdb_init_info) {
     let bound = &*(ffi::duckdb_init_get_bind_data(info) as *const Bound);
+    if bound.answer.is_some() {
+        let state = Streaming { result: None };
+        let data = Box::into_raw(Box::new(state)) as *mut c_void;
+        ffi::duckdb_init_set_init_data(info, data, Some(drop_box::<Streaming>));
+        return;
+    }
     let _watch = bound.watch();
     let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
     if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
@@ -379,6 +426,10 @@ pub(crate) unsafe extern "C" fn function(info: ffi::duckdb_function_info, output
 unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_data_chunk) {
     let bound = &*(ffi::duckdb_function_get_bind_data(info) as *const Bound);
     let state = &mut *(ffi::duckdb_function_get_init_data(info) as *mut Streaming);
+    if let Some(answer) = &bound.answer {
+        answer.write(output);
+        return;
+    }
     let Some(result) = state.result.as_mut() else {
         ffi::duckdb_data_chunk_set_size(output, 0);
         return;

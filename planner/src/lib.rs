@@ -24,6 +24,7 @@
 pub mod algebrize;
 pub mod datoms;
 pub mod emit;
+pub mod entity;
 pub mod error;
 pub mod inputs;
 pub mod joins;
@@ -99,4 +100,22 @@ pub fn compile_query(
     let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
     let alg = algebrize::algebrize(&ctx, &query.where_clauses, &inputs)?;
     emit::emit(&ctx, &query, &alg)
+}
+
+/// The entity path's plan for a query already compiled to `compiled` ([`entity::plan`]), or None when only the
+/// general path answers it: any time-travel option, or a query that is not entity-shaped.
+pub fn entity_plan(
+    query_edn: &str,
+    inputs_edn: Option<&str>,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+    compiled: &CompiledQuery,
+) -> Option<entity::EntityPlan> {
+    if opts.as_of.is_some() || opts.since.is_some() || opts.history {
+        return None;
+    }
+    let query = parse::parse_query(query_edn).ok()?;
+    let ctx = Ctx::new(schema, store, opts);
+    entity::plan(&query, inputs_edn, schema, &compiled.columns, &ctx)
 }

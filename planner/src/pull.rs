@@ -217,6 +217,39 @@ pub fn compile_pull_value(
     Ok(CompiledPull { ctes: c.ctes, root, sql_type, one_ctes: one.ctes, one_root })
 }
 
+/// The fields of a flat pattern, `*` expanded as [`compile_pull`] expands it, for the entity path
+/// (`storage::eindex`): every field is `:db/id` or a forward attribute without sub-pattern (a ref as its
+/// `{"db/id"}`), of a value type the index holds (not uuid or bytes), with a `:default` of the attribute's own
+/// type. None for any other pattern (nested, reverse, recursive, components under `*`) or any time-travel
+/// option: the general path pulls those.
+pub fn flat_fields(pattern_edn: &str, schema: &Schema, store: &StoreName, opts: &QueryOptions) -> Option<Vec<Spec>> {
+    if opts.as_of.is_some() || opts.since.is_some() || opts.history {
+        return None;
+    }
+    let mut next_id = 0;
+    let pattern = parse_pattern(&parse_edn(pattern_edn, "pull pattern").ok()?, schema, &mut next_id).ok()?;
+    let c = Compiler { ctx: Ctx::new(schema, store, opts), ctes: Vec::new(), n: 0, top_param: false };
+    let specs = c.expand(&pattern);
+    for s in &specs {
+        match (s.target, &s.sub) {
+            (Target::DbId, _) => {}
+            (Target::Forward(a), Sub::None) => {
+                let attr = schema.attribute(a)?;
+                if matches!(attr.value_type, ValueType::Uuid | ValueType::Bytes) {
+                    return None;
+                }
+                if let Some(d) = &s.default {
+                    if attr.many || crate::entity::default_key(d, attr.value_type, schema).is_none() {
+                        return None;
+                    }
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(specs)
+}
+
 /// The SQL expression of one entity given as EDN text: an integer entid, an ident keyword (`:x/y`, resolved
 /// now; unknown is an error), or a lookup ref `[:unique/attr value]` (a scalar subquery through the same
 /// time view, NULL when nothing matches).

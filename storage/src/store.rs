@@ -45,6 +45,8 @@ pub struct Store {
     /// gives every ATTACH a new oid, so a cached store is never used for another file attached under the same
     /// name (or for the same file attached again, which may have been written meanwhile).
     catalog_oid: Option<i64>,
+    /// The store's current datoms in memory, for entity-shaped queries (`eindex.rs`).
+    pub index: crate::eindex::EntityIndex,
 }
 
 /// Entries the unique-value cache holds at most; past that it starts again empty.
@@ -86,11 +88,12 @@ impl Store {
         Ok(state)
     }
 
-    /// Replaces the cached state after a commit, and forgets the unique-value cache (for writers that do not
-    /// report the unique datoms they changed, such as a bulk import).
+    /// Replaces the cached state after a commit, and forgets the unique-value cache and the entity index (for
+    /// writers that do not report the datoms they changed, such as a bulk import).
     pub fn set_state(&self, s: StoreState) {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
         self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.index.clear();
     }
 
     /// Replaces the cached state after a transaction committed, keeping the unique-value cache right: the
@@ -165,6 +168,7 @@ impl Registry {
             writer: Mutex::new(()),
             lookups: Mutex::new(HashMap::new()),
             catalog_oid,
+            index: Default::default(),
         });
         stores.insert(name.clone(), store.clone());
         Ok(store)

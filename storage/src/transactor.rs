@@ -47,22 +47,28 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
     trace.mark("edn");
-    let (report, state, (retracted, asserted)) =
+    let (report, state, (retracted, asserted), written) =
         crate::in_transaction(conn, || run_open(conn, store, &forms, &mut trace))?;
     trace.mark("commit");
-    trace.print(&format!("tx {} ({} datoms)", report.tx, report.datoms));
     store.commit_state(state, &retracted, asserted);
+    store.index.apply(report.tx, &written.0, &written.1);
+    trace.mark("index");
+    trace.print(&format!("tx {} ({} datoms)", report.tx, report.datoms));
     Ok(report)
 }
 
+/// The datoms a transaction wrote: asserted, retracted.
+type Written = (Vec<Eav>, Vec<Eav>);
+
 /// The work of a transaction inside the caller's open DuckDB transaction, writes included, up to (not including)
-/// COMMIT: the report, the store state after it, and the unique-value cache changes to apply once committed.
+/// COMMIT: the report, the store state after it, the unique-value cache changes and the datoms written, to apply
+/// to the caches once committed.
 fn run_open(
     conn: &Connection,
     store: &Store,
     forms: &[edn_format::Value],
     trace: &mut Trace,
-) -> Result<(TxReport, StoreState, CacheChanges)> {
+) -> Result<(TxReport, StoreState, CacheChanges, Written)> {
     // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
     let state = store.refresh(conn)?;
     trace.mark("refresh");
@@ -71,7 +77,8 @@ fn run_open(
     let mut tx = Tx::new(conn, store, &state);
     let report = tx.run(terms, trace)?;
     let cache = std::mem::take(&mut tx.cache_changes);
-    Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache))
+    let written = std::mem::take(&mut tx.written);
+    Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache, written))
 }
 
 /// A datom without its tx: entity, attribute, value.
@@ -92,6 +99,8 @@ struct Tx<'a> {
     store: &'a StoreName,
     cache: &'a Store,
     cache_changes: CacheChanges,
+    /// The datoms written, for the entity index once committed.
+    written: Written,
     /// The tx that asserted each datom this transaction retracts (it moves to history with it).
     asserted_in: HashMap<Eav, Entid>,
     /// The partition marks when the transaction started.
@@ -116,6 +125,7 @@ impl<'a> Tx<'a> {
             store: &cache.name,
             cache,
             cache_changes: Default::default(),
+            written: Default::default(),
             asserted_in: HashMap::new(),
             parts_before: state.parts,
             before: state.schema.clone(),
@@ -191,6 +201,7 @@ impl<'a> Tx<'a> {
             adds.iter().filter(|d| unique(&d.1)).map(|d| (d.1, d.2.clone(), d.0)).collect(),
         );
         self.parts.last_tx_instant = tx_instant;
+        self.written = (adds, retracts);
         let mut tempids: Vec<(String, Entid)> = self
             .tempids
             .iter()
@@ -200,7 +211,7 @@ impl<'a> Tx<'a> {
             })
             .collect();
         tempids.sort();
-        Ok(TxReport { tx: self.tx, tx_instant, datoms: (adds.len() + retracts.len()) as i64, tempids })
+        Ok(TxReport { tx: self.tx, tx_instant, datoms: (self.written.0.len() + self.written.1.len()) as i64, tempids })
     }
 
     /// Entities of attribute `aid` whose current value is one of `values`, through one join.
@@ -985,7 +996,7 @@ pub fn transact_speculative<R>(
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
     let open = crate::Open::begin(conn)?;
-    let out = run_open(conn, store, &forms, &mut trace).and_then(|(report, state, _)| f(&report, &state));
+    let out = run_open(conn, store, &forms, &mut trace).and_then(|(report, state, _, _)| f(&report, &state));
     drop(open); // rolled back: nothing of the transaction stays
     out
 }

@@ -1,0 +1,343 @@
+//! Routing of entity-shaped queries to the entity index (`planner::entity` decides, `storage::eindex` answers),
+//! and the answer written into DuckDB's vectors with the general path's column names and types.
+//!
+//! The path is taken for stores of the database the process opened first (an attached catalog can be written by
+//! another process, which the index would not see) and when the instance allows it: `MENTAT_ENTITY_PATH=0` in the
+//! environment when mentat is loaded turns it off, so the tests can run every query through both paths.
+//! An attribute is read into the index when a query first needs it: at once when its table is small
+//! ([`SYNC_ROWS`]), in a background thread otherwise (the query meanwhile takes the general path), so opening a
+//! store never reads a whole index and a first call stays fast.
+
+use crate::query::Bound;
+use crate::Instance;
+use duckdb::ffi;
+use planner::entity::{EntityPlan, Key};
+use planner::layout::StoreName;
+use planner::schema::{Entid, Schema, ValueType};
+use planner::{CompiledQuery, FindKind, QueryOptions};
+use std::ffi::CString;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use storage::eindex::Pulled;
+use storage::eindex::{self, Outcome};
+use storage::store::Store;
+
+/// Attributes of at most this many datoms are read into the index during the query that first needs them.
+pub const SYNC_ROWS: i64 = 10_000;
+
+/// Whether the entity path is on for this process (`MENTAT_ENTITY_PATH=0` turns it off), read at load.
+pub fn enabled_by_environment() -> bool {
+    !matches!(std::env::var("MENTAT_ENTITY_PATH").as_deref(), Ok("0") | Ok("false") | Ok("off"))
+}
+
+/// The entity plan of a compiled query, when this instance takes the entity path for it.
+pub fn plan(
+    instance: &Instance,
+    query: &str,
+    inputs: Option<&str>,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+    compiled: &CompiledQuery,
+) -> Option<EntityPlan> {
+    if !instance.entity_path || store.catalog.is_some() {
+        return None;
+    }
+    planner::entity_plan(query, inputs, schema, store, opts, compiled)
+}
+
+/// The answer of `plan` from the store's entity index, or None when the general path must answer (an attribute
+/// being read in the background, over the memory budget, or an intermediate result too large).
+pub fn answer(
+    instance: &Arc<Instance>,
+    name: &StoreName,
+    plan: &EntityPlan,
+    compiled: &CompiledQuery,
+) -> Result<Option<Answer>, String> {
+    let store = open_store(instance, name)?;
+    for first in [true, false] {
+        match eindex::execute(&store.index.snapshot(), plan) {
+            Outcome::Rows(rows) => return Ok(Some(Answer::new(rows, plan, compiled))),
+            Outcome::General => return Ok(None),
+            Outcome::Missing(attrs) if first => {
+                if !read_attributes(instance, &store, &attrs)? {
+                    return Ok(None);
+                }
+            }
+            Outcome::Missing(_) => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// The store `name`, opened (its schema read) if it is not yet.
+fn open_store(instance: &Instance, name: &StoreName) -> Result<Arc<Store>, String> {
+    match instance.stores.get(name) {
+        Some(s) => Ok(s),
+        None => {
+            let conn = instance.pool.get()?;
+            instance.stores.open(&conn, name, false).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The pulls of `entities` (entids; None: a lookup ref that matched nothing) with a flat pattern, from the
+/// store's entity index, or None when the general path must pull (see `planner::pull::flat_fields`).
+/// `types` are the general path's column types `(e BIGINT, pull STRUCT(...))`, which the answer keeps.
+pub fn pull_answer(
+    instance: &Arc<Instance>,
+    name: &StoreName,
+    specs: &[planner::pull::Spec],
+    entities: &[Option<i64>],
+) -> Result<Option<PullAnswer>, String> {
+    if !instance.entity_path || name.catalog.is_some() {
+        return Ok(None);
+    }
+    let store = open_store(instance, name)?;
+    let schema = store.schema();
+    for first in [true, false] {
+        let snap = store.index.snapshot();
+        let mut rows = Vec::with_capacity(entities.len());
+        let mut missing = None;
+        for e in entities {
+            match e {
+                None => rows.push((None, None)),
+                Some(e) => match eindex::pull(&snap, specs, &schema, *e) {
+                    Ok(p) => rows.push((Some(*e), p)),
+                    Err(m) => {
+                        missing = Some(m);
+                        break;
+                    }
+                },
+            }
+        }
+        match missing {
+            None => return Ok(Some(PullAnswer { rows, next: AtomicUsize::new(0) })),
+            Some(m) if first => {
+                if !read_attributes(instance, &store, &m)? {
+                    return Ok(None);
+                }
+            }
+            Some(_) => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// Rows of `(e, pull)` the entity path computed; written into the general path's STRUCT type.
+pub struct PullAnswer {
+    rows: Vec<(Option<i64>, Option<Vec<Pulled>>)>,
+    next: AtomicUsize,
+}
+
+impl Write for PullAnswer {
+    unsafe fn write(&self, output: ffi::duckdb_data_chunk) {
+        let vector = ffi::duckdb_vector_size() as usize;
+        let start = self.next.load(Ordering::SeqCst).min(self.rows.len());
+        let n = (self.rows.len() - start).min(vector);
+        let (ev, pv) = (ffi::duckdb_data_chunk_get_vector(output, 0), ffi::duckdb_data_chunk_get_vector(output, 1));
+        let edata = ffi::duckdb_vector_get_data(ev) as *mut i64;
+        for (i, (e, pull)) in self.rows[start..start + n].iter().enumerate() {
+            match e {
+                Some(e) => *edata.add(i) = *e,
+                None => set_null(ev, i),
+            }
+            match pull {
+                Some(fields) => {
+                    for (c, f) in fields.iter().enumerate() {
+                        write_field(ffi::duckdb_struct_vector_get_child(pv, c as u64), i, f);
+                    }
+                }
+                None => {
+                    set_null(pv, i);
+                    let mut ty = ffi::duckdb_vector_get_column_type(pv);
+                    let children = ffi::duckdb_struct_type_child_count(ty);
+                    ffi::duckdb_destroy_logical_type(&mut ty);
+                    for c in 0..children {
+                        set_null(ffi::duckdb_struct_vector_get_child(pv, c), i);
+                    }
+                }
+            }
+        }
+        self.next.store(start + n, Ordering::SeqCst);
+        ffi::duckdb_data_chunk_set_size(output, n as u64);
+    }
+}
+
+unsafe fn set_null(v: ffi::duckdb_vector, row: usize) {
+    ffi::duckdb_vector_ensure_validity_writable(v);
+    ffi::duckdb_validity_set_row_invalid(ffi::duckdb_vector_get_validity(v), row as u64);
+}
+
+fn type_of(v: ffi::duckdb_vector) -> ffi::duckdb_type {
+    // SAFETY: `v` is a vector of the chunk being written; its logical type is destroyed after reading its id.
+    unsafe {
+        let mut ty = ffi::duckdb_vector_get_column_type(v);
+        let id = ffi::duckdb_get_type_id(ty);
+        ffi::duckdb_destroy_logical_type(&mut ty);
+        id
+    }
+}
+
+/// Writes one scalar key at `row` of `v` (a ref's `STRUCT("db/id" BIGINT)` included).
+unsafe fn write_key(v: ffi::duckdb_vector, row: usize, k: &Key) {
+    let id = type_of(v);
+    if id == ffi::DUCKDB_TYPE_DUCKDB_TYPE_STRUCT {
+        return write_key(ffi::duckdb_struct_vector_get_child(v, 0), row, k);
+    }
+    let data = ffi::duckdb_vector_get_data(v);
+    match (k, id) {
+        (Key::Int(x), ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN) => *(data as *mut bool).add(row) = *x != 0,
+        (Key::Int(x), _) => *(data as *mut i64).add(row) = *x,
+        (Key::Float(x), _) => *(data as *mut f64).add(row) = *x,
+        (Key::Text(s), _) => {
+            ffi::duckdb_vector_assign_string_element_len(v, row as u64, s.as_ptr() as *const _, s.len() as u64)
+        }
+    }
+}
+
+unsafe fn write_field(v: ffi::duckdb_vector, row: usize, f: &Pulled) {
+    match f {
+        Pulled::Null => set_null(v, row),
+        Pulled::One(k) => write_key(v, row, k),
+        Pulled::Many(keys) => {
+            let offset = ffi::duckdb_list_vector_get_size(v);
+            ffi::duckdb_list_vector_reserve(v, offset + keys.len() as u64);
+            let child = ffi::duckdb_list_vector_get_child(v);
+            for (j, k) in keys.iter().enumerate() {
+                write_key(child, offset as usize + j, k);
+            }
+            ffi::duckdb_list_vector_set_size(v, offset + keys.len() as u64);
+            let entries = ffi::duckdb_vector_get_data(v) as *mut ffi::duckdb_list_entry;
+            *entries.add(row) = ffi::duckdb_list_entry { offset, length: keys.len() as u64 };
+        }
+    }
+}
+
+/// An answer computed at bind time, written into the output chunks by the streaming function.
+pub trait Write {
+    /// Writes the next rows (at most one vector) into `output`; none once all are written.
+    ///
+    /// # Safety
+    /// `output` must be the chunk of the running table function call, with the declared columns.
+    unsafe fn write(&self, output: ffi::duckdb_data_chunk);
+}
+
+/// Reads `attrs` into the store's index: now when they are small (true once all are in), else in the background
+/// (false: the caller takes the general path meanwhile).
+fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]) -> Result<bool, String> {
+    let schema = store.schema();
+    let conn = instance.pool.get()?;
+    let mut small = true;
+    for a in attrs {
+        let sql = format!("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT {})", store.name.current(*a), SYNC_ROWS + 1);
+        let n: i64 = conn.query_row(&sql, [], |r| r.get(0)).map_err(|e| e.to_string())?;
+        small &= n <= SYNC_ROWS;
+    }
+    if small {
+        let _writer = store.lock_writer();
+        let mut all = true;
+        for a in attrs {
+            let attr = schema.attribute(*a).ok_or("unknown attribute")?;
+            all &= store.index.build(&conn, &store.name, attr).map_err(|e| e.to_string())?;
+        }
+        return Ok(all);
+    }
+    drop(conn);
+    for a in attrs {
+        let Some(attr) = schema.attribute(*a).cloned() else { continue };
+        if !store.index.start_building(*a) {
+            continue;
+        }
+        let (instance, reader) = (instance.clone(), store.clone());
+        let spawned = std::thread::Builder::new().name("mentat-index".into()).spawn(move || {
+            if let Ok(conn) = instance.pool.get() {
+                let _writer = reader.lock_writer();
+                let _ = reader.index.build(&conn, &reader.name, &attr);
+            } else {
+                reader.index.stop_building(attr.entid);
+            }
+        });
+        if spawned.is_err() {
+            store.index.stop_building(*a);
+        }
+    }
+    Ok(false)
+}
+
+/// An answer of the entity path, written into DuckDB's output chunks by [`Answer::write`].
+pub struct Answer {
+    rows: Vec<Vec<Key>>,
+    types: Vec<ValueType>,
+    names: Vec<String>,
+    next: AtomicUsize,
+}
+
+impl Answer {
+    fn new(mut rows: Vec<Vec<Key>>, plan: &EntityPlan, compiled: &CompiledQuery) -> Answer {
+        if matches!(plan.kind, FindKind::Scalar | FindKind::Tuple) {
+            rows.truncate(1);
+        }
+        Answer {
+            rows,
+            types: plan.find.iter().map(|i| plan.vars[*i].1).collect(),
+            names: compiled.columns.iter().map(|c| c.name.clone()).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Declares the result columns (the general path's names and types) and hands DuckDB the answer as bind
+    /// data.
+    ///
+    /// # Safety
+    /// `info` must be the running bind's info.
+    pub unsafe fn bind(self, info: ffi::duckdb_bind_info) -> Bound {
+        for (name, t) in self.names.iter().zip(&self.types) {
+            let mut ty = ffi::duckdb_create_logical_type(type_id(*t));
+            let cname = CString::new(name.as_str()).unwrap_or_default();
+            ffi::duckdb_bind_add_result_column(info, cname.as_ptr(), ty);
+            ffi::duckdb_destroy_logical_type(&mut ty);
+        }
+        Bound::answered(Box::new(self))
+    }
+}
+
+impl Write for Answer {
+    unsafe fn write(&self, output: ffi::duckdb_data_chunk) {
+        let vector = ffi::duckdb_vector_size() as usize;
+        let start = self.next.load(Ordering::SeqCst).min(self.rows.len());
+        let n = (self.rows.len() - start).min(vector);
+        for (c, t) in self.types.iter().enumerate() {
+            let v = ffi::duckdb_data_chunk_get_vector(output, c as u64);
+            let data = ffi::duckdb_vector_get_data(v);
+            for (i, row) in self.rows[start..start + n].iter().enumerate() {
+                match (&row[c], t) {
+                    (Key::Int(x), ValueType::Boolean) => *(data as *mut bool).add(i) = *x != 0,
+                    (Key::Int(x), _) => *(data as *mut i64).add(i) = *x,
+                    (Key::Float(x), _) => *(data as *mut f64).add(i) = *x,
+                    (Key::Text(s), _) => ffi::duckdb_vector_assign_string_element_len(
+                        v,
+                        i as u64,
+                        s.as_ptr() as *const _,
+                        s.len() as u64,
+                    ),
+                }
+            }
+        }
+        self.next.store(start + n, Ordering::SeqCst);
+        ffi::duckdb_data_chunk_set_size(output, n as u64);
+    }
+}
+
+/// DuckDB's type of a value type as the general path returns it.
+fn type_id(t: ValueType) -> ffi::duckdb_type {
+    match t {
+        ValueType::Ref | ValueType::Long => ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT,
+        ValueType::Double => ffi::DUCKDB_TYPE_DUCKDB_TYPE_DOUBLE,
+        ValueType::Boolean => ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN,
+        ValueType::Instant => ffi::DUCKDB_TYPE_DUCKDB_TYPE_TIMESTAMP_TZ,
+        ValueType::Uuid => ffi::DUCKDB_TYPE_DUCKDB_TYPE_UUID,
+        ValueType::Bytes => ffi::DUCKDB_TYPE_DUCKDB_TYPE_BLOB,
+        ValueType::Keyword | ValueType::String | ValueType::Uri => ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR,
+    }
+}

@@ -1,0 +1,339 @@
+//! The entity path: queries that only follow entities from bound values, answered from the store's entity index
+//! (`storage::eindex`, Datomic's covering indexes held in memory) instead of a DuckDB statement.
+//!
+//! A DuckDB statement costs about 0.25 ms however little it reads, and each table scan in it about 0.2 ms more
+//! even when an index finds its one row (`storage/README.md`, "Entity reads"). Point lookups, pulls and ref
+//! traversals are a handful of index probes: answered in memory they cost microseconds, so the call costs
+//! about one statement, the caller's own.
+//!
+//! [`plan`] decides, per query, whether the entity path can answer it; it says no (None) to everything else,
+//! which the general path (one SQL statement) answers as before. Eligible are queries whose `:where` holds only
+//! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables (no
+//! aggregates, pulls, `:with`, `:order`, `:limit`), whose inputs are scalars, tuples, collections or relations,
+//! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
+//! its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
+//! or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible. Every answer is the
+//! general path's answer (`tests/test_entity_path.py` runs the query tests through both).
+
+use crate::parse::{Clause, FindElem, FindSpec, InBinding, Query, Term, Var};
+use crate::schema::{Entid, Schema, ValueType};
+use crate::types::Constant;
+use crate::{inputs, FindKind, OutputColumn};
+use edn_format::Value;
+use std::collections::HashMap;
+use std::fmt;
+
+/// A value at a position of the entity path: entids, longs, booleans (0/1) and instants (microseconds) as
+/// integers; strings, keywords (with the colon), uris and uuids as text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Key {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+/// A position of a pattern: a variable (its index in [`EntityPlan::vars`]), a constant, or `_`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Slot {
+    Var(usize),
+    Const(Key),
+    Blank,
+}
+
+/// How a step reaches its datoms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The entity is bound: the attribute's values of that entity (EAVT).
+    Eavt,
+    /// The value is bound: the entities holding that value (AVET, VAET for refs).
+    Avet,
+}
+
+/// One data pattern `[e attr v]`, in evaluation order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub e: Slot,
+    pub attr: Entid,
+    /// The attribute's ident, for `mentat_explain`.
+    pub ident: String,
+    pub v: Slot,
+    pub access: Access,
+}
+
+/// A query the entity path answers: seed rows from the inputs, the steps, and the find variables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntityPlan {
+    /// The query's variables, each with the value type it holds (Ref for entities).
+    pub vars: Vec<(Var, ValueType)>,
+    /// The rows the inputs bind (one row of `None` when there are none): one slot per variable.
+    pub seeds: Vec<Vec<Option<Key>>>,
+    pub steps: Vec<Step>,
+    /// The variable of each output column.
+    pub find: Vec<usize>,
+    pub kind: FindKind,
+}
+
+impl fmt::Display for EntityPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let slot = |s: &Slot| match s {
+            Slot::Var(i) => self.vars[*i].0 .0.clone(),
+            Slot::Const(k) => format!("{k:?}"),
+            Slot::Blank => "_".into(),
+        };
+        write!(f, "entity index: {} seed row(s)", self.seeds.len())?;
+        for s in &self.steps {
+            let how = match s.access {
+                Access::Eavt => "EAVT",
+                Access::Avet => "AVET",
+            };
+            write!(f, "; {how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))?;
+        }
+        Ok(())
+    }
+}
+
+/// The SQL type text a variable of value type `t` has in the general path's output.
+fn sql_type(t: ValueType) -> &'static str {
+    t.sql_type()
+}
+
+/// The entity path's plan for `query` with `inputs_edn`, or None when the general path must answer it (see the
+/// module docs). `columns` are the general path's output columns, whose types the entity path must produce.
+pub fn plan(
+    query: &Query,
+    inputs_edn: Option<&str>,
+    schema: &Schema,
+    columns: &[OutputColumn],
+    ctx: &crate::source::Ctx,
+) -> Option<EntityPlan> {
+    if !query.with.is_empty() || !query.order.is_empty() || query.limit.is_some() || query.offset.is_some() {
+        return None;
+    }
+    let (kind, elems) = match &query.find {
+        FindSpec::Relation(e) => (FindKind::Relation, e.clone()),
+        FindSpec::Tuple(e) => (FindKind::Tuple, e.clone()),
+        FindSpec::Scalar(e) => (FindKind::Scalar, vec![e.clone()]),
+        FindSpec::Collection(e) => (FindKind::Collection, vec![e.clone()]),
+    };
+    if query.inputs.iter().any(|b| matches!(b, InBinding::Rules) || matches!(b, InBinding::Source(s) if s != "$")) {
+        return None;
+    }
+    // The patterns, with each variable's value type (entity positions and refs: Ref).
+    let mut vars: Vec<(Var, ValueType)> = Vec::new();
+    let mut index: HashMap<Var, usize> = HashMap::new();
+    let mut patterns = Vec::new();
+    for c in &query.where_clauses {
+        let Clause::Pattern { terms, .. } = c else { return None };
+        let [e, a, v] = terms.as_slice() else { return None };
+        let Term::Const(Value::Keyword(k)) = a else { return None };
+        let attr = schema.attribute_by_ident(&k.to_string())?;
+        let t = attr.value_type;
+        let e = match e {
+            Term::Var(x) => Slot::Var(var_of(x, ValueType::Ref, &mut vars, &mut index)?),
+            Term::Blank => Slot::Blank,
+            Term::Const(c) => Slot::Const(entity_key(c, schema)?),
+            Term::Src => return None,
+        };
+        let v = match v {
+            Term::Var(x) => Slot::Var(var_of(x, t, &mut vars, &mut index)?),
+            Term::Blank => Slot::Blank,
+            Term::Const(c) => Slot::Const(value_key(c, t, schema)?),
+            Term::Src => return None,
+        };
+        patterns.push((
+            e,
+            attr.entid,
+            attr.ident.clone(),
+            v,
+            attr.unique.is_some() || attr.index || t == ValueType::Ref,
+        ));
+    }
+    // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
+    let mut find = Vec::new();
+    for (elem, col) in elems.iter().zip(columns) {
+        let FindElem::Var(v) = elem else { return None };
+        let i = match index.get(v) {
+            Some(&i) => i,
+            None => {
+                let t = input_type(query, v, inputs_edn, ctx)?;
+                var_of(v, t, &mut vars, &mut index)?
+            }
+        };
+        if col.sql_type != sql_type(vars[i].1) {
+            return None;
+        }
+        find.push(i);
+    }
+    if find.len() != columns.len() {
+        return None;
+    }
+    // Uuids and bytes are left to the general path (their DuckDB representations are not the index's).
+    if vars.iter().any(|(_, t)| matches!(t, ValueType::Uuid | ValueType::Bytes)) {
+        return None;
+    }
+    let seeds = seeds(query, inputs_edn, ctx, &vars)?;
+    // Order: repeatedly take the first pattern that can be probed from what is bound.
+    let mut bound: Vec<bool> = vec![false; vars.len()];
+    for (i, b) in bound.iter_mut().enumerate() {
+        *b = seeds.first().is_some_and(|row| row[i].is_some());
+    }
+    let is_bound = |s: &Slot, bound: &[bool]| match s {
+        Slot::Var(i) => bound[*i],
+        Slot::Const(_) => true,
+        Slot::Blank => false,
+    };
+    let mut steps = Vec::new();
+    let mut left = patterns;
+    while !left.is_empty() {
+        let pick =
+            left.iter().position(|(e, _, _, v, indexed)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
+        let (e, attr, ident, v, _) = left.remove(pick);
+        let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
+        for s in [&e, &v] {
+            if let Slot::Var(i) = s {
+                bound[*i] = true;
+            }
+        }
+        steps.push(Step { e, attr, ident, v, access });
+    }
+    if find.iter().any(|i| !bound[*i]) {
+        return None;
+    }
+    Some(EntityPlan { vars, seeds, steps, find, kind })
+}
+
+/// The index of variable `v` of type `t`, added when new; None when it was seen with another type.
+fn var_of(v: &Var, t: ValueType, vars: &mut Vec<(Var, ValueType)>, index: &mut HashMap<Var, usize>) -> Option<usize> {
+    match index.get(v) {
+        Some(&i) if vars[i].1 == t => Some(i),
+        Some(_) => None,
+        None => {
+            index.insert(v.clone(), vars.len());
+            vars.push((v.clone(), t));
+            Some(vars.len() - 1)
+        }
+    }
+}
+
+/// An entity constant: an entid, or an ident keyword (its entid).
+fn entity_key(c: &Value, schema: &Schema) -> Option<Key> {
+    match c {
+        Value::Integer(i) => Some(Key::Int(*i)),
+        Value::Keyword(k) => schema.entid(&k.to_string()).map(Key::Int),
+        _ => None,
+    }
+}
+
+/// A value constant in a position of type `t`, as the general path reads it; None when it is not a plain value
+/// of that type (the general path then answers, empty or not).
+fn value_key(c: &Value, t: ValueType, schema: &Schema) -> Option<Key> {
+    match (t, c) {
+        (ValueType::Ref, _) => entity_key(c, schema),
+        (ValueType::Long, Value::Integer(i)) => Some(Key::Int(*i)),
+        (ValueType::Double, Value::Float(x)) => Some(Key::Float(x.into_inner())),
+        (ValueType::Boolean, Value::Boolean(b)) => Some(Key::Int(*b as i64)),
+        (ValueType::String | ValueType::Uri, Value::String(s)) => Some(Key::Text(s.clone())),
+        (ValueType::Keyword, Value::Keyword(k)) => Some(Key::Text(k.to_string())),
+        _ => None,
+    }
+}
+
+/// A pull `:default` value of an attribute of type `t`, as the entity path writes it (None when the entity path
+/// leaves the pattern to the general path).
+pub fn default_key(v: &Value, t: ValueType, schema: &Schema) -> Option<Key> {
+    match t {
+        ValueType::Ref | ValueType::Instant => None,
+        _ => value_key(v, t, schema),
+    }
+}
+
+/// A constant read from the inputs, in a position of type `t`.
+fn constant_key(c: &Constant, t: ValueType, schema: &Schema) -> Option<Key> {
+    match (t, c) {
+        (ValueType::Ref, Constant::Long(i)) => Some(Key::Int(*i)),
+        (ValueType::Ref, Constant::Keyword(k)) => schema.entid(k).map(Key::Int),
+        (ValueType::Long, Constant::Long(i)) => Some(Key::Int(*i)),
+        (ValueType::Double, Constant::Double(x)) => Some(Key::Float(*x)),
+        (ValueType::Boolean, Constant::Boolean(b)) => Some(Key::Int(*b as i64)),
+        (ValueType::String | ValueType::Uri, Constant::String(s)) => Some(Key::Text(s.clone())),
+        (ValueType::Keyword, Constant::Keyword(k)) => Some(Key::Text(k.clone())),
+        _ => None,
+    }
+}
+
+/// The type of a variable bound only by the inputs (from its constants).
+fn input_type(query: &Query, v: &Var, inputs_edn: Option<&str>, ctx: &crate::source::Ctx) -> Option<ValueType> {
+    let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
+    let c = read
+        .scalars
+        .iter()
+        .find(|(x, _)| x == v)
+        .map(|(_, c)| c.clone())
+        .or_else(|| read.collections.iter().find(|(x, _)| x == v).and_then(|(_, cs)| cs.first().cloned()))?;
+    match c {
+        Constant::Long(_) => Some(ValueType::Long),
+        Constant::Double(_) => Some(ValueType::Double),
+        Constant::Boolean(_) => Some(ValueType::Boolean),
+        Constant::String(_) => Some(ValueType::String),
+        Constant::Keyword(_) => Some(ValueType::Keyword),
+        _ => None,
+    }
+}
+
+/// The seed rows: the cross product of the inputs' bindings, each converted to its variable's type.
+fn seeds(
+    query: &Query,
+    inputs_edn: Option<&str>,
+    ctx: &crate::source::Ctx,
+    vars: &[(Var, ValueType)],
+) -> Option<Vec<Vec<Option<Key>>>> {
+    let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
+    let slot = |v: &Var| vars.iter().position(|(x, _)| x == v);
+    let key = |i: usize, c: &Constant| constant_key(c, vars[i].1, ctx.schema);
+    let mut rows: Vec<Vec<Option<Key>>> = vec![vec![None; vars.len()]];
+    // Each binding multiplies the rows: a scalar or tuple by one, a collection or relation by its length.
+    let extend = |choices: Vec<Vec<(usize, Key)>>, rows: &mut Vec<Vec<Option<Key>>>| {
+        let mut out = Vec::with_capacity(rows.len() * choices.len());
+        for r in rows.iter() {
+            for choice in &choices {
+                let mut r = r.clone();
+                for (i, k) in choice {
+                    r[*i] = Some(k.clone());
+                }
+                out.push(r);
+            }
+        }
+        *rows = out;
+    };
+    for (v, c) in &read.scalars {
+        let Some(i) = slot(v) else { continue };
+        extend(vec![vec![(i, key(i, c)?)]], &mut rows);
+    }
+    for (v, cs) in &read.collections {
+        let Some(i) = slot(v) else { continue };
+        let mut choices: Vec<Vec<(usize, Key)>> = Vec::new();
+        for c in cs {
+            let k = vec![(i, key(i, c)?)];
+            if !choices.contains(&k) {
+                choices.push(k);
+            }
+        }
+        extend(choices, &mut rows);
+    }
+    for r in &read.relations {
+        let mut choices = Vec::new();
+        for row in &r.rows {
+            let mut choice = Vec::new();
+            for (v, c) in r.vars.iter().zip(row) {
+                if let Some(i) = v.as_ref().and_then(slot) {
+                    choice.push((i, key(i, c)?));
+                }
+            }
+            choices.push(choice);
+        }
+        extend(choices, &mut rows);
+    }
+    // Tuple inputs bind scalars (read_inputs flattens them); bindings of variables that no pattern and no find
+    // element uses are dropped above.
+    Some(rows)
+}

@@ -1,0 +1,685 @@
+//! The entity index: a store's current datoms held in memory, sorted by entity (EAVT) and, for attributes with a
+//! value index (unique, `:db/index`, refs), by value (AVET, VAET), so that entity-shaped queries
+//! (`planner::entity`) are answered with a few binary searches and no DuckDB statement.
+//!
+//! Datomic's design: immutable sorted segments plus a memory index of the novelty the transactor adds. Per
+//! attribute, [`AttrIndex`] is a [`Base`] (columnar arrays sorted by `(e, v)`, read once from the attribute's
+//! `cur_` table) plus the datoms asserted (`added`) and the base datoms retracted (`gone`) since; when the novelty
+//! passes [`MERGE_AT`] entries it is merged into a new base (a linear merge of two sorted runs).
+//!
+//! Consistency: the transactor applies every committed transaction's datoms ([`EntityIndex::apply`]) before its
+//! call returns, so a read after `mentat_transact` sees it; a reader works on one [`Snapshot`] (an `Arc`), swapped
+//! whole per transaction, so it never sees half a transaction. Any other writer (`mentat_import`, a store read
+//! again after another process wrote it) drops the whole index ([`EntityIndex::clear`]); it is read again as
+//! queries need it. An attribute is read under the store's writer lock, so no transaction commits half-way
+//! through a read.
+//!
+//! Memory: an attribute costs 16 bytes per datom (entity, tx), its values (8 bytes, or a shared string), and 4
+//! bytes per datom for the value order; [`EntityIndex::bytes`] reports the total and an attribute that would pass
+//! the budget is not indexed (its queries take the general path).
+
+use crate::error::Result;
+use duckdb::arrow::array::{Array, AsArray};
+use duckdb::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use duckdb::Connection;
+use planner::entity::{Access, EntityPlan, Key, Slot};
+use planner::layout::StoreName;
+use planner::schema::{Attribute, Entid, ValueType};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Novelty entries (asserted plus retracted since the base was read) past which an attribute's novelty is merged
+/// into a new base.
+pub const MERGE_AT: usize = 4096;
+
+/// Intermediate rows past which the entity path gives the query back to the general path (a join this large is
+/// a scan's work, which DuckDB does better).
+pub const MAX_ROWS: usize = 100_000;
+
+/// A value as the index holds it, totally ordered.
+#[derive(Clone, Debug)]
+pub enum IKey {
+    Int(i64),
+    Float(f64),
+    Text(Arc<str>),
+}
+
+impl PartialEq for IKey {
+    fn eq(&self, o: &IKey) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for IKey {}
+impl PartialOrd for IKey {
+    fn partial_cmp(&self, o: &IKey) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for IKey {
+    fn cmp(&self, o: &IKey) -> Ordering {
+        match (self, o) {
+            (IKey::Int(a), IKey::Int(b)) => a.cmp(b),
+            (IKey::Float(a), IKey::Float(b)) => a.total_cmp(b),
+            (IKey::Text(a), IKey::Text(b)) => a.cmp(b),
+            (a, b) => a.rank().cmp(&b.rank()),
+        }
+    }
+}
+impl std::hash::Hash for IKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            IKey::Int(i) => (0u8, i).hash(h),
+            IKey::Float(f) => (1u8, f.to_bits()).hash(h),
+            IKey::Text(s) => (2u8, s).hash(h),
+        }
+    }
+}
+
+impl IKey {
+    fn rank(&self) -> u8 {
+        match self {
+            IKey::Int(_) => 0,
+            IKey::Float(_) => 1,
+            IKey::Text(_) => 2,
+        }
+    }
+
+    pub fn from_key(k: &Key) -> IKey {
+        match k {
+            Key::Int(i) => IKey::Int(*i),
+            Key::Float(f) => IKey::Float(*f),
+            Key::Text(s) => IKey::Text(Arc::from(s.as_str())),
+        }
+    }
+
+    pub fn to_key(&self) -> Key {
+        match self {
+            IKey::Int(i) => Key::Int(*i),
+            IKey::Float(f) => Key::Float(*f),
+            IKey::Text(s) => Key::Text(s.to_string()),
+        }
+    }
+
+    /// The key of a transactor value, or None for value types the index does not hold.
+    pub fn from_val(v: &crate::value::Val) -> Option<IKey> {
+        use crate::value::Val;
+        Some(match v {
+            Val::Ref(i) | Val::Long(i) | Val::Instant(i) => IKey::Int(*i),
+            Val::Bool(b) => IKey::Int(*b as i64),
+            Val::Double(f) => IKey::Float(*f),
+            Val::Str(s) | Val::Uuid(s) => IKey::Text(Arc::from(s.as_str())),
+            Val::Bytes(_) => return None,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            IKey::Text(s) => 16 + s.len(),
+            _ => 8,
+        }
+    }
+}
+
+/// Whether the index holds attributes of this value type (bytes are left to the general path).
+pub fn indexable(t: ValueType) -> bool {
+    t != ValueType::Bytes
+}
+
+/// Whether an attribute gets a value order (AVET, VAET): Datomic's rule, unique, indexed or a ref.
+pub fn has_value_order(a: &Attribute) -> bool {
+    a.unique.is_some() || a.index || a.value_type == ValueType::Ref
+}
+
+/// An attribute's datoms as read from its table: sorted by `(e, v)`.
+#[derive(Debug, Default)]
+pub struct Base {
+    e: Vec<i64>,
+    tx: Vec<i64>,
+    v: Vec<IKey>,
+    /// Row numbers sorted by `(v, e)`, for attributes with a value order.
+    by_v: Option<Vec<u32>>,
+}
+
+impl Base {
+    fn from_rows(mut rows: Vec<(i64, IKey, i64)>, value_order: bool) -> Base {
+        rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut base = Base {
+            e: rows.iter().map(|r| r.0).collect(),
+            tx: rows.iter().map(|r| r.2).collect(),
+            v: rows.into_iter().map(|r| r.1).collect(),
+            by_v: None,
+        };
+        if value_order {
+            let mut order: Vec<u32> = (0..base.e.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                (&base.v[a as usize], base.e[a as usize]).cmp(&(&base.v[b as usize], base.e[b as usize]))
+            });
+            base.by_v = Some(order);
+        }
+        base
+    }
+
+    fn bytes(&self) -> usize {
+        self.e.len() * (16 + 24)
+            + self.v.iter().map(|v| if let IKey::Text(s) = v { s.len() } else { 0 }).sum::<usize>()
+            + self.by_v.as_ref().map_or(0, |o| o.len() * 4)
+    }
+
+    fn rows_of(&self, e: i64) -> std::ops::Range<usize> {
+        self.e.partition_point(|x| *x < e)..self.e.partition_point(|x| *x <= e)
+    }
+}
+
+/// One attribute: its base and the novelty since.
+#[derive(Clone, Debug)]
+pub struct AttrIndex {
+    base: Arc<Base>,
+    added: BTreeMap<(i64, IKey), i64>,
+    added_by_v: BTreeSet<(IKey, i64)>,
+    gone: BTreeSet<(i64, IKey)>,
+    value_order: bool,
+}
+
+impl AttrIndex {
+    /// The current values of entity `e`, with the tx that asserted each.
+    pub fn values(&self, e: i64, out: &mut Vec<(IKey, i64)>) {
+        for r in self.base.rows_of(e) {
+            let v = &self.base.v[r];
+            let key = (e, v.clone());
+            if (self.gone.is_empty() || !self.gone.contains(&key)) && !self.added.contains_key(&key) {
+                out.push((v.clone(), self.base.tx[r]));
+            }
+        }
+        let lo = (e, IKey::Int(i64::MIN));
+        for ((ae, v), tx) in self.added.range(lo..) {
+            if *ae != e {
+                break;
+            }
+            out.push((v.clone(), *tx));
+        }
+    }
+
+    /// The entities whose current value is `v` (None when the attribute has no value order).
+    pub fn entities(&self, v: &IKey, out: &mut Vec<i64>) -> Option<()> {
+        let order = self.base.by_v.as_ref()?;
+        let (vs, es) = (&self.base.v, &self.base.e);
+        let lo = order.partition_point(|&r| vs[r as usize] < *v);
+        for &r in &order[lo..] {
+            let r = r as usize;
+            if vs[r] != *v {
+                break;
+            }
+            let e = es[r];
+            if (self.gone.is_empty() || !self.gone.contains(&(e, v.clone())))
+                && !self.added.contains_key(&(e, v.clone()))
+            {
+                out.push(e);
+            }
+        }
+        for (av, e) in self.added_by_v.range((v.clone(), i64::MIN)..) {
+            if av != v {
+                break;
+            }
+            out.push(*e);
+        }
+        Some(())
+    }
+
+    fn novelty(&self) -> usize {
+        self.added.len() + self.gone.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.base.bytes() + self.novelty() * 96
+    }
+
+    /// This attribute with one transaction's datoms applied.
+    fn with(&self, adds: &[(i64, IKey)], retracts: &[(i64, IKey)], tx: i64) -> AttrIndex {
+        let mut next = self.clone();
+        for (e, v) in retracts {
+            if next.added.remove(&(*e, v.clone())).is_some() {
+                next.added_by_v.remove(&(v.clone(), *e));
+            }
+            next.gone.insert((*e, v.clone()));
+        }
+        for (e, v) in adds {
+            next.added.insert((*e, v.clone()), tx);
+            if next.value_order {
+                next.added_by_v.insert((v.clone(), *e));
+            }
+        }
+        if next.novelty() > MERGE_AT {
+            next = next.merged();
+        }
+        next
+    }
+
+    /// The base and the novelty merged into a new base.
+    fn merged(&self) -> AttrIndex {
+        let b = &self.base;
+        let mut rows: Vec<(i64, IKey, i64)> = Vec::with_capacity(b.e.len() + self.added.len());
+        for r in 0..b.e.len() {
+            let key = (b.e[r], b.v[r].clone());
+            if !self.gone.contains(&key) && !self.added.contains_key(&key) {
+                rows.push((key.0, key.1, b.tx[r]));
+            }
+        }
+        rows.extend(self.added.iter().map(|((e, v), tx)| (*e, v.clone(), *tx)));
+        AttrIndex::new(Base::from_rows(rows, self.value_order), self.value_order)
+    }
+
+    fn new(base: Base, value_order: bool) -> AttrIndex {
+        AttrIndex {
+            base: Arc::new(base),
+            added: BTreeMap::new(),
+            added_by_v: BTreeSet::new(),
+            gone: BTreeSet::new(),
+            value_order,
+        }
+    }
+}
+
+/// The indexed attributes of a store at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    attrs: HashMap<Entid, Arc<AttrIndex>>,
+    /// Attributes that would pass the memory budget: their queries take the general path.
+    refused: HashSet<Entid>,
+}
+
+impl Snapshot {
+    pub fn attr(&self, a: Entid) -> Option<&AttrIndex> {
+        self.attrs.get(&a).map(|a| a.as_ref())
+    }
+}
+
+/// A store's entity index (see the module docs).
+pub struct EntityIndex {
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// Attributes being read in the background.
+    building: Mutex<HashSet<Entid>>,
+    bytes: AtomicUsize,
+}
+
+impl Default for EntityIndex {
+    fn default() -> EntityIndex {
+        EntityIndex { snapshot: RwLock::new(Arc::default()), building: Mutex::default(), bytes: AtomicUsize::new(0) }
+    }
+}
+
+/// `(e, v)` pairs of one attribute.
+type Datoms = Vec<(i64, IKey)>;
+
+/// The budget of every entity index of the process together, in bytes: `MENTAT_ENTITY_INDEX_MB` (default 4096).
+pub fn budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var("MENTAT_ENTITY_INDEX_MB").ok().and_then(|s| s.trim().parse::<usize>().ok()).unwrap_or(4096) << 20
+    })
+}
+
+static TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+impl EntityIndex {
+    /// The attributes indexed now.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Bytes the index holds (an estimate: arrays, strings, novelty).
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    fn set_bytes(&self, snap: &Snapshot) {
+        let now: usize = snap.attrs.values().map(|a| a.bytes()).sum();
+        let before = self.bytes.swap(now, AtomicOrdering::Relaxed);
+        if now >= before {
+            TOTAL.fetch_add(now - before, AtomicOrdering::Relaxed);
+        } else {
+            TOTAL.fetch_sub(before - now, AtomicOrdering::Relaxed);
+        }
+    }
+
+    /// Drops every attribute (another writer changed the store).
+    pub fn clear(&self) {
+        let empty = Arc::new(Snapshot::default());
+        self.set_bytes(&empty);
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = empty;
+    }
+
+    /// Applies one committed transaction: `adds` and `retracts` are its datoms `(e, a, v)`. Attributes not
+    /// indexed yet are left alone (they are read whole when first needed). Call under the store's writer lock.
+    pub fn apply(
+        &self,
+        tx: i64,
+        adds: &[(Entid, Entid, crate::value::Val)],
+        retracts: &[(Entid, Entid, crate::value::Val)],
+    ) {
+        let current = self.snapshot();
+        let mut by_attr: HashMap<Entid, (Datoms, Datoms)> = HashMap::new();
+        for (list, added) in [(adds, true), (retracts, false)] {
+            for (e, a, v) in list {
+                if !current.attrs.contains_key(a) {
+                    continue;
+                }
+                let Some(k) = IKey::from_val(v) else { continue };
+                let entry = by_attr.entry(*a).or_default();
+                if added {
+                    entry.0.push((*e, k))
+                } else {
+                    entry.1.push((*e, k))
+                }
+            }
+        }
+        if by_attr.is_empty() {
+            return;
+        }
+        let mut next = (*current).clone();
+        for (a, (add, retract)) in by_attr {
+            let updated = next.attrs[&a].with(&add, &retract, tx);
+            next.attrs.insert(a, Arc::new(updated));
+        }
+        self.set_bytes(&next);
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+    }
+
+    /// Marks `a` as being read in the background; false when it already is.
+    pub fn start_building(&self, a: Entid) -> bool {
+        self.building.lock().unwrap_or_else(|p| p.into_inner()).insert(a)
+    }
+
+    /// Leaves attribute `a` out of the index (its queries take the general path) until the index is cleared.
+    fn refuse(&self, a: Entid) {
+        let mut next = (*self.snapshot()).clone();
+        next.refused.insert(a);
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+    }
+
+    /// Undoes [`EntityIndex::start_building`] when no reader could be started.
+    pub fn stop_building(&self, a: Entid) {
+        self.building.lock().unwrap_or_else(|p| p.into_inner()).remove(&a);
+    }
+
+    /// Reads attribute `a` of `store` from its `cur_` table into the index. Call under the store's writer lock
+    /// (no transaction may commit meanwhile). Returns false when the attribute would pass the memory budget.
+    pub fn build(&self, conn: &Connection, store: &StoreName, a: &Attribute) -> Result<bool> {
+        let done = self.build_inner(conn, store, a);
+        self.building.lock().unwrap_or_else(|p| p.into_inner()).remove(&a.entid);
+        done
+    }
+
+    fn build_inner(&self, conn: &Connection, store: &StoreName, a: &Attribute) -> Result<bool> {
+        if !indexable(a.value_type) {
+            self.refuse(a.entid);
+            return Ok(false);
+        }
+        if self.snapshot().attrs.contains_key(&a.entid) {
+            return Ok(true);
+        }
+        let v = match a.value_type {
+            ValueType::Instant => "epoch_us(v)",
+            ValueType::Boolean => "v::BIGINT",
+            ValueType::Uuid => "v::VARCHAR",
+            _ => "v",
+        };
+        let mut st = conn.prepare(&format!("SELECT e, {v} AS v, tx FROM {}", store.current(a.entid)))?;
+        let mut rows: Vec<(i64, IKey, i64)> = Vec::new();
+        let mut interned: HashMap<String, Arc<str>> = HashMap::new();
+        let intern = a.value_type == ValueType::Keyword;
+        for batch in st.query_arrow([])? {
+            let (e, vcol, tx) = (batch.column(0), batch.column(1), batch.column(2));
+            let e = e.as_primitive::<Int64Type>();
+            let tx = tx.as_primitive::<Int64Type>();
+            for i in 0..batch.num_rows() {
+                let key = match vcol.data_type() {
+                    DataType::Int64 => IKey::Int(vcol.as_primitive::<Int64Type>().value(i)),
+                    DataType::Float64 => IKey::Float(vcol.as_primitive::<Float64Type>().value(i)),
+                    DataType::Utf8 => text(vcol.as_string::<i32>().value(i), intern, &mut interned),
+                    DataType::LargeUtf8 => text(vcol.as_string::<i64>().value(i), intern, &mut interned),
+                    DataType::Utf8View => text(vcol.as_string_view().value(i), intern, &mut interned),
+                    _ => return Ok(false),
+                };
+                rows.push((e.value(i), key, tx.value(i)));
+            }
+        }
+        let estimate = rows.len() * 48 + rows.iter().map(|r| r.1.bytes()).sum::<usize>();
+        if TOTAL.load(AtomicOrdering::Relaxed) + estimate > budget() {
+            self.refuse(a.entid);
+            return Ok(false);
+        }
+        let index = AttrIndex::new(Base::from_rows(rows, has_value_order(a)), has_value_order(a));
+        let mut next = (*self.snapshot()).clone();
+        next.attrs.insert(a.entid, Arc::new(index));
+        self.set_bytes(&next);
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        Ok(true)
+    }
+}
+
+fn text(s: &str, intern: bool, interned: &mut HashMap<String, Arc<str>>) -> IKey {
+    if !intern {
+        return IKey::Text(Arc::from(s));
+    }
+    if let Some(a) = interned.get(s) {
+        return IKey::Text(a.clone());
+    }
+    let a: Arc<str> = Arc::from(s);
+    interned.insert(s.to_string(), a.clone());
+    IKey::Text(a)
+}
+
+/// What [`execute`] needs that the snapshot lacks: the attributes to read first.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The answer rows, one key per find variable.
+    Rows(Vec<Vec<Key>>),
+    /// These attributes are not indexed yet.
+    Missing(Vec<Entid>),
+    /// The general path answers (an intermediate result too large, an attribute without a value order).
+    General,
+}
+
+/// Runs an entity plan against a snapshot: the steps in order, from the seed rows, then the find projection
+/// (distinct for relations and collections, Datomic's set semantics).
+pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
+    if plan.steps.iter().any(|s| snap.refused.contains(&s.attr)) {
+        return Outcome::General;
+    }
+    let missing: Vec<Entid> = plan.steps.iter().map(|s| s.attr).filter(|a| snap.attr(*a).is_none()).collect();
+    if !missing.is_empty() {
+        let mut m = missing;
+        m.sort();
+        m.dedup();
+        return Outcome::Missing(m);
+    }
+    let mut rows: Vec<Vec<Option<IKey>>> =
+        plan.seeds.iter().map(|r| r.iter().map(|k| k.as_ref().map(IKey::from_key)).collect()).collect();
+    let mut values = Vec::new();
+    let mut entities = Vec::new();
+    for step in &plan.steps {
+        let Some(attr) = snap.attr(step.attr) else { return Outcome::General };
+        let mut next = Vec::new();
+        for row in &rows {
+            let get = |s: &Slot| -> Option<IKey> {
+                match s {
+                    Slot::Var(i) => row[*i].clone(),
+                    Slot::Const(k) => Some(IKey::from_key(k)),
+                    Slot::Blank => None,
+                }
+            };
+            let bind = |row: &Vec<Option<IKey>>, s: &Slot, k: &IKey| -> Option<Vec<Option<IKey>>> {
+                match s {
+                    Slot::Blank => Some(row.clone()),
+                    Slot::Const(c) => (IKey::from_key(c) == *k).then(|| row.clone()),
+                    Slot::Var(i) => match &row[*i] {
+                        Some(x) => (x == k).then(|| row.clone()),
+                        None => {
+                            let mut r = row.clone();
+                            r[*i] = Some(k.clone());
+                            Some(r)
+                        }
+                    },
+                }
+            };
+            match step.access {
+                Access::Eavt => {
+                    let Some(IKey::Int(e)) = get(&step.e) else { continue };
+                    values.clear();
+                    attr.values(e, &mut values);
+                    for (v, _) in &values {
+                        if let Some(r) = bind(row, &step.v, v) {
+                            next.push(r);
+                        }
+                    }
+                }
+                Access::Avet => {
+                    let Some(v) = get(&step.v) else { continue };
+                    entities.clear();
+                    if attr.entities(&v, &mut entities).is_none() {
+                        return Outcome::General;
+                    }
+                    for e in &entities {
+                        if let Some(r) = bind(row, &step.e, &IKey::Int(*e)) {
+                            next.push(r);
+                        }
+                    }
+                }
+            }
+            if next.len() > MAX_ROWS {
+                return Outcome::General;
+            }
+        }
+        rows = next;
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for row in rows {
+        let projected: Option<Vec<IKey>> = plan.find.iter().map(|i| row[*i].clone()).collect();
+        let Some(p) = projected else { return Outcome::General };
+        if seen.insert(p.clone()) {
+            out.push(p.iter().map(IKey::to_key).collect());
+        }
+    }
+    Outcome::Rows(out)
+}
+
+/// One field of a pulled entity (see [`pull`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pulled {
+    Null,
+    One(Key),
+    Many(Vec<Key>),
+}
+
+/// Datomic's pull of entity `e` with the flat `specs` of `planner::pull::flat_fields`, from the index: one
+/// [`Pulled`] per spec, or None (a NULL STRUCT, Datomic's nil) when the entity has none of the pattern's
+/// attributes and the pattern does not ask for `:db/id`. Cardinality-many values are ordered by value and cut at
+/// the spec's limit; a `:default` fills a missing value. `Err(attrs)` names the attributes to read first.
+pub fn pull(
+    snap: &Snapshot,
+    specs: &[planner::pull::Spec],
+    schema: &planner::schema::Schema,
+    e: i64,
+) -> std::result::Result<Option<Vec<Pulled>>, Vec<Entid>> {
+    use planner::pull::Target;
+    let missing: Vec<Entid> = specs
+        .iter()
+        .filter_map(|s| match s.target {
+            Target::Forward(a) if snap.attr(a).is_none() => Some(a),
+            _ => None,
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(missing);
+    }
+    let mut out = Vec::with_capacity(specs.len());
+    let (mut any, mut asks_id) = (false, false);
+    let mut values = Vec::new();
+    for s in specs {
+        match s.target {
+            Target::DbId => {
+                asks_id = true;
+                out.push(Pulled::One(Key::Int(e)));
+            }
+            Target::Forward(a) => {
+                let (Some(ix), Some(attr)) = (snap.attr(a), schema.attribute(a)) else { return Err(vec![a]) };
+                values.clear();
+                ix.values(e, &mut values);
+                any |= !values.is_empty();
+                if attr.many {
+                    let mut vs: Vec<&IKey> = values.iter().map(|(v, _)| v).collect();
+                    vs.sort();
+                    if let Some(limit) = s.limit {
+                        vs.truncate(limit.max(0) as usize);
+                    }
+                    out.push(if vs.is_empty() {
+                        Pulled::Null
+                    } else {
+                        Pulled::Many(vs.into_iter().map(IKey::to_key).collect())
+                    });
+                } else {
+                    out.push(match values.first() {
+                        Some((v, _)) => Pulled::One(v.to_key()),
+                        None => match &s.default {
+                            Some(d) => planner::entity::default_key(d, attr.value_type, schema)
+                                .map_or(Pulled::Null, Pulled::One),
+                            None => Pulled::Null,
+                        },
+                    });
+                }
+            }
+            Target::Reverse(a) => return Err(vec![a]),
+        }
+    }
+    Ok((any || asks_id).then_some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idx(rows: &[(i64, i64)], value_order: bool) -> AttrIndex {
+        AttrIndex::new(
+            Base::from_rows(rows.iter().map(|&(e, v)| (e, IKey::Int(v), 1)).collect(), value_order),
+            value_order,
+        )
+    }
+
+    fn values(a: &AttrIndex, e: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        a.values(e, &mut out);
+        let mut v: Vec<i64> = out.into_iter().map(|(k, _)| if let IKey::Int(i) = k { i } else { -1 }).collect();
+        v.sort();
+        v
+    }
+
+    fn entities(a: &AttrIndex, v: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        a.entities(&IKey::Int(v), &mut out).unwrap();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn novelty_overlays_the_base_and_merges_into_it() {
+        let a = idx(&[(1, 10), (2, 20), (2, 21), (3, 10)], true);
+        assert_eq!(values(&a, 2), vec![20, 21]);
+        assert_eq!(entities(&a, 10), vec![1, 3]);
+        // retract (2, 20), assert (2, 22) and (4, 10); re-assert a retracted datom
+        let b = a.with(&[(2, IKey::Int(22)), (4, IKey::Int(10))], &[(2, IKey::Int(20)), (1, IKey::Int(10))], 7);
+        assert_eq!(values(&b, 2), vec![21, 22]);
+        assert_eq!(entities(&b, 10), vec![3, 4]);
+        let c = b.with(&[(1, IKey::Int(10))], &[], 8);
+        assert_eq!(entities(&c, 10), vec![1, 3, 4]);
+        assert_eq!(values(&a, 2), vec![20, 21], "the earlier snapshot is unchanged");
+        let m = c.merged();
+        assert_eq!(m.novelty(), 0);
+        for e in 0..6 {
+            assert_eq!(values(&m, e), values(&c, e));
+        }
+        assert_eq!(entities(&m, 10), vec![1, 3, 4]);
+    }
+}

@@ -1,0 +1,231 @@
+"""The entity path (entity-shaped queries and flat pulls answered from the store's entity index) against the
+general path (one SQL statement): the same random stores and transactions in two DuckDB instances, one loaded with
+`MENTAT_ENTITY_PATH=0`, every answer compared; which shapes take the path (mentat_explain); reads after writes,
+several stores, a reopened store and an attached Parquet store."""
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pytest
+
+from conftest import EXT, connect, q, rows, transact
+
+SCHEMA = ("[{:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
+          ":db/unique :db.unique/identity}"
+          " {:db/ident :p/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}"
+          " {:db/ident :p/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one :db/index true}"
+          " {:db/ident :p/score :db/valueType :db.type/double :db/cardinality :db.cardinality/one}"
+          " {:db/ident :p/active :db/valueType :db.type/boolean :db/cardinality :db.cardinality/one}"
+          " {:db/ident :p/state :db/valueType :db.type/keyword :db/cardinality :db.cardinality/one :db/index true}"
+          " {:db/ident :p/tag :db/valueType :db.type/string :db/cardinality :db.cardinality/many}"
+          " {:db/ident :p/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}"
+          " {:db/ident :p/boss :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]")
+
+STATES = [":s/a", ":s/b", ":s/c"]
+
+
+def instance(path_on, path=":memory:"):
+    """A fresh DuckDB instance with mentat loaded, the entity path on or off (read when mentat loads)."""
+    old = os.environ.get("MENTAT_ENTITY_PATH")
+    os.environ["MENTAT_ENTITY_PATH"] = "1" if path_on else "0"
+    try:
+        return connect(path)
+    finally:
+        if old is None:
+            del os.environ["MENTAT_ENTITY_PATH"]
+        else:
+            os.environ["MENTAT_ENTITY_PATH"] = old
+
+
+def person(rng, i):
+    m = {":p/email": f'"p{i}@x"'}
+    if rng.random() < 0.9:
+        m[":p/name"] = f'"name {rng.randrange(20)}"'
+    if rng.random() < 0.8:
+        m[":p/age"] = str(rng.randrange(15, 40))
+    if rng.random() < 0.7:
+        m[":p/score"] = f"{rng.randrange(100) / 4}"
+    if rng.random() < 0.7:
+        m[":p/active"] = rng.choice(["true", "false"])
+    if rng.random() < 0.8:
+        m[":p/state"] = rng.choice(STATES)
+    tags = rng.sample(["red", "green", "blue", "x\u0000y"], rng.randrange(4))
+    if tags:
+        m[":p/tag"] = "[" + " ".join(json.dumps(t).replace("\\u0000", "\\u0000") for t in tags) + "]"
+    return "{" + " ".join(f"{k} {v}" for k, v in m.items()) + "}"
+
+
+def random_tx(rng, n):
+    """A transaction of a few operations on persons p0..p(n-1): upserts by email, new values (cardinality-one
+    replacement), retractions, refs by lookup ref, retractEntity."""
+    ops = []
+    for _ in range(rng.randrange(1, 6)):
+        i = rng.randrange(n)
+        ref = f'[:p/email "p{i}@x"]'
+        r = rng.random()
+        if r < 0.4:
+            ops.append(person(rng, i))
+        elif r < 0.55:
+            ops.append(f'[:db/add {ref} :p/friend [:p/email "p{rng.randrange(n)}@x"]]')
+        elif r < 0.65:
+            ops.append(f'[:db/add {ref} :p/boss [:p/email "p{rng.randrange(n)}@x"]]')
+        elif r < 0.8:
+            ops.append(f'[:db/add {ref} :p/state {rng.choice(STATES)}]')
+        elif r < 0.9:
+            ops.append(f'[:db/retract {ref} :p/tag "red"]')
+        else:
+            ops.append(f"[:db/retractEntity {ref}]")
+    return "[" + " ".join(ops) + "]"
+
+
+QUERIES = [
+    # (query, inputs(rng, n))
+    ("[:find ?e ?name :in $ ?email :where [?e :p/email ?email] [?e :p/name ?name]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e ?name :in $ [?email ...] :where [?e :p/email ?email] [?e :p/name ?name]]",
+     lambda r, n: "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(5)) + "]]"),
+    ("[:find ?f ?fname ?age :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [?f :p/name ?fname] "
+     "[?f :p/age ?age]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e ?email :in $ ?boss :where [?b :p/email ?boss] [?e :p/boss ?b] [?e :p/email ?email]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e ?s :in $ ?state :where [?e :p/state ?state] [?e :p/score ?s]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find ?e ?t ?a :in $ ?age :where [?e :p/age ?age] [?e :p/tag ?t] [?e :p/active ?a]]",
+     lambda r, n: f"[{r.randrange(15, 40)}]"),
+    ("[:find [?t ...] :in $ ?email :where [?e :p/email ?email] [?e :p/tag ?t]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?name . :in $ ?email :where [?e :p/email ?email] [?e :p/name ?name]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e ?name :in $ [[?email ?state]] :where [?e :p/email ?email] [?e :p/state ?state] [?e :p/name ?name]]",
+     lambda r, n: "[[" + " ".join(f'["p{r.randrange(n)}@x" {r.choice(STATES)}]' for _ in range(4)) + "]]"),
+    ("[:find ?e ?f :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [?f :p/friend ?e]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+]
+
+PULLS = ["[*]", "[:p/name :p/tag]", "[:db/id [:p/state :default :s/none]]", "[[:p/tag :limit 2] :p/friend :p/boss]",
+         "[:p/age :p/score :p/active]"]
+
+
+def normal(rows_):
+    return sorted(rows_, key=repr)
+
+
+def test_parity_with_the_general_path_on_random_stores():
+    rng = random.Random(20261130)
+    on, off = instance(True), instance(False)
+    n = 40
+    for con in (on, off):
+        transact(con, SCHEMA)
+    checked = answered = 0
+    for step in range(60):
+        edn = random_tx(rng, n) if step else "[" + " ".join(person(rng, i) for i in range(n)) + "]"
+        outcomes = []
+        for con in (on, off):
+            try:
+                transact(con, edn)
+                outcomes.append("ok")
+            except duckdb.Error as e:  # a lookup ref to a retracted person: refused, nothing written
+                outcomes.append(str(e))
+        assert outcomes[0] == outcomes[1]
+        for query, inputs in QUERIES:
+            ins = inputs(rng, n)
+            assert normal(q(on, query, ins)) == normal(q(off, query, ins)), (step, query, ins)
+            checked += 1
+            plan = rows(on, "SELECT * FROM mentat_explain(?, inputs := ?)", [query, ins])
+            answered += plan[0][0] == "entity_path"
+        ids = [r[0] for r in q(on, "[:find ?e :where [?e :p/email _]]")] + [123456]
+        for pattern in PULLS:
+            e = rng.choice(ids)
+            one = "SELECT e, pull FROM mentat_pull(?, ?)"
+            assert rows(on, one, [pattern, e]) == rows(off, one, [pattern, e]), (step, pattern, e)
+            many = "SELECT e, pull FROM mentat_pull_many(?, ?)"
+            sample = rng.sample(ids, min(5, len(ids))) + [None]
+            assert rows(on, many, [pattern, sample]) == rows(off, many, [pattern, sample]), (step, pattern)
+            checked += 2
+    assert checked > 1000 and answered == 60 * len(QUERIES)
+
+
+def test_the_path_is_taken_for_its_shapes_only(tmp_path):
+    con = instance(True)
+    transact(con, SCHEMA)
+    transact(con, '[{:p/email "a@x" :p/name "A" :p/age 30}]')
+
+    def path(query, inputs=None, **named):
+        sql = "SELECT explain_key FROM mentat_explain(?" + (", inputs := ?" if inputs else "") + \
+              "".join(f", {k} := ?" for k in named) + ")"
+        params = [query] + ([inputs] if inputs else []) + list(named.values())
+        return rows(con, sql, params)[0][0] == "entity_path"
+
+    assert path("[:find ?e ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]", '["a@x"]')
+    assert path("[:find ?e :in $ [?m ...] :where [?e :p/email ?m]]", '[["a@x"]]')
+    assert path("[:find ?n :where [?e :p/email \"a@x\"] [?e :p/name ?n]]")
+    # a scan, a predicate, an aggregate, negation, time travel: the general path
+    assert not path("[:find ?e :where [?e :p/name _]]")
+    assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
+    assert not path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')
+    assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
+    assert not path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of=10**13)
+    assert not path("[:find ?e :in $ ?n :where [?e :p/name ?n]]", '["A"]')  # :p/name has no value index
+
+
+def test_reads_after_writes_and_several_stores(con):
+    for store in ("mentat", "other"):
+        transact(con, SCHEMA, store=store)
+    query = "[:find ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]"
+    transact(con, '[{:p/email "a@x" :p/name "A"}]')
+    transact(con, '[{:p/email "a@x" :p/name "other A"}]', store="other")
+    assert q(con, query, '["a@x"]') == [("A",)]
+    assert q(con, query, '["a@x"]', store="other") == [("other A",)]
+    transact(con, '[{:p/email "a@x" :p/name "B"}]')  # cardinality-one replacement through an upsert
+    assert q(con, query, '["a@x"]') == [("B",)]
+    transact(con, '[[:db/retractEntity [:p/email "a@x"]]]')
+    assert q(con, query, '["a@x"]') == []
+    assert q(con, query, '["a@x"]', store="other") == [("other A",)]
+    # a bulk import drops the index; the next read sees the imported entities
+    con.execute("""SELECT * FROM mentat_import('SELECT ''i'' || i || ''@x'' AS ":p/email", ''I'' || i AS ":p/name"
+                   FROM range(3) t(i)')""").fetchall()
+    assert q(con, query, '["i2@x"]') == [("I2",)]
+
+
+CREATE = textwrap.dedent("""
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{sys.argv[2]}'")
+    for edn in sys.argv[3:]:
+        con.execute("SELECT * FROM mentat_transact(?)", [edn]).fetchall()
+""")
+
+REOPEN = textwrap.dedent("""
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{sys.argv[2]}'")
+    q = "[:find ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]"
+    print(con.execute("SELECT explain_key FROM mentat_explain(?, inputs := ?)", [q, '["a@x"]']).fetchall()[0][0])
+    print(con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, '["a@x"]']).fetchall())
+""")
+
+
+def test_a_reopened_store(tmp_path):
+    path = tmp_path / "store.duckdb"
+    run = lambda *args: subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=300)
+    p = run(CREATE, str(path), str(EXT), SCHEMA, '[{:p/email "a@x" :p/name "A"}]', '[{:p/email "a@x" :p/name "B"}]')
+    assert p.returncode == 0, p.stderr
+    p = run(REOPEN, str(path), str(EXT))
+    assert p.stdout.splitlines() == ["entity_path", "[('B',)]"], p.stderr
+
+
+def test_an_attached_parquet_store(tmp_path):
+    con = instance(True)
+    transact(con, SCHEMA)
+    transact(con, '[{:p/email "a@x" :p/name "A"} {:p/email "b@x" :p/name "B" :p/tag ["t"]}]')
+    out = tmp_path / "export"
+    rows(con, f"SELECT * FROM mentat_export('{out}')")
+    rows(con, f"SELECT * FROM mentat_attach_parquet('{out}', store := 'pq')")
+    assert q(con, "[:find ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]", '["b@x"]', store="pq") == [("B",)]
+    e = q(con, "[:find ?e . :where [?e :p/email \"b@x\"]]", store="pq")[0][0]
+    assert rows(con, "SELECT pull FROM mentat_pull('[:p/name :p/tag]', ?, store := 'pq')", [e]) == \
+        [({"p/name": "B", "p/tag": ["t"]},)]
