@@ -71,6 +71,8 @@ pub struct EntityPlan {
     /// The variable of each output column.
     pub find: Vec<usize>,
     pub kind: FindKind,
+    /// Read the database as of this tx entid (Datomic's `as-of`); None reads it now.
+    pub as_of: Option<Entid>,
 }
 
 impl fmt::Display for EntityPlan {
@@ -81,6 +83,9 @@ impl fmt::Display for EntityPlan {
             Slot::Blank => "_".into(),
         };
         write!(f, "entity index: {} seed row(s)", self.seeds.len())?;
+        if let Some(t) = self.as_of {
+            write!(f, ", as of tx {t}")?;
+        }
         for s in &self.steps {
             let how = match s.access {
                 Access::Eavt => "EAVT",
@@ -199,7 +204,7 @@ pub fn plan(
     if find.iter().any(|i| !bound[*i]) {
         return None;
     }
-    Some(EntityPlan { vars, seeds, steps, find, kind })
+    Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None })
 }
 
 /// The index of variable `v` of type `t`, added when new; None when it was seen with another type.

@@ -103,7 +103,7 @@ pub fn compile_query(
 }
 
 /// The entity path's plan for a query already compiled to `compiled` ([`entity::plan`]), or None when only the
-/// general path answers it: any time-travel option, or a query that is not entity-shaped.
+/// general path answers it: `since`, `history`, as-of an instant, or a query that is not entity-shaped.
 pub fn entity_plan(
     query_edn: &str,
     inputs_edn: Option<&str>,
@@ -112,10 +112,16 @@ pub fn entity_plan(
     opts: &QueryOptions,
     compiled: &CompiledQuery,
 ) -> Option<entity::EntityPlan> {
-    if opts.as_of.is_some() || opts.since.is_some() || opts.history {
+    // as-of a tx entid is served (the index keeps history); as-of an instant, since and history are not
+    let as_of = match &opts.as_of {
+        None => None,
+        Some(TimeBound::Tx(t)) => Some(*t),
+        Some(TimeBound::Instant(_)) => return None,
+    };
+    if opts.since.is_some() || opts.history {
         return None;
     }
     let query = parse::parse_query(query_edn).ok()?;
     let ctx = Ctx::new(schema, store, opts);
-    entity::plan(&query, inputs_edn, schema, &compiled.columns, &ctx)
+    entity::plan(&query, inputs_edn, schema, &compiled.columns, &ctx).map(|p| entity::EntityPlan { as_of, ..p })
 }

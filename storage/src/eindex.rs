@@ -183,15 +183,57 @@ pub struct AttrIndex {
     added_by_v: BTreeSet<(IKey, i64)>,
     gone: BTreeSet<(i64, IKey)>,
     value_order: bool,
+    /// The retracted assertions (the `hist_` table): `(e, v, tx, retracted_tx)` sorted by `(e, v, tx)`, read with
+    /// the base, for as-of reads.
+    hist: Arc<Hist>,
+    /// Assertions retracted since: `(e, v, tx) -> retracted_tx`, and the same by value.
+    hist_added: BTreeMap<(i64, IKey, i64), i64>,
+    hist_added_by_v: BTreeSet<(IKey, i64, i64, i64)>,
+}
+
+/// `(e, v, tx, retracted_tx)`: a history row (and, with `retracted_tx` unused, a row read from `cur_`).
+type HistRow = (i64, IKey, i64, i64);
+
+/// History rows of one attribute, sorted by `(e, v, tx)`, with an order by `(v, e)` for value-ordered attributes.
+#[derive(Debug, Default)]
+pub struct Hist {
+    rows: Vec<(i64, IKey, i64, i64)>,
+    by_v: Option<Vec<u32>>,
+}
+
+impl Hist {
+    fn new(mut rows: Vec<(i64, IKey, i64, i64)>, value_order: bool) -> Hist {
+        rows.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
+        let by_v = value_order.then(|| {
+            let mut o: Vec<u32> = (0..rows.len() as u32).collect();
+            o.sort_by(|&a, &b| {
+                let (x, y) = (&rows[a as usize], &rows[b as usize]);
+                (&x.1, x.0).cmp(&(&y.1, y.0))
+            });
+            o
+        });
+        Hist { rows, by_v }
+    }
+}
+
+/// Whether an assertion made in `tx` and retracted in `rtx` (None: not retracted) is visible as of `t`.
+fn visible(tx: i64, rtx: Option<i64>, as_of: Option<i64>) -> bool {
+    match as_of {
+        None => rtx.is_none(),
+        Some(t) => tx <= t && rtx.is_none_or(|r| t < r),
+    }
 }
 
 impl AttrIndex {
-    /// The current values of entity `e`, with the tx that asserted each.
-    pub fn values(&self, e: i64, out: &mut Vec<(IKey, i64)>) {
+    /// The values of entity `e` now (`as_of` None) or as of tx `as_of`, with the tx that asserted each.
+    pub fn values(&self, e: i64, as_of: Option<i64>, out: &mut Vec<(IKey, i64)>) {
         for r in self.base.rows_of(e) {
             let v = &self.base.v[r];
             let key = (e, v.clone());
-            if (self.gone.is_empty() || !self.gone.contains(&key)) && !self.added.contains_key(&key) {
+            if (self.gone.is_empty() || !self.gone.contains(&key))
+                && !self.added.contains_key(&key)
+                && visible(self.base.tx[r], None, as_of)
+            {
                 out.push((v.clone(), self.base.tx[r]));
             }
         }
@@ -200,12 +242,34 @@ impl AttrIndex {
             if *ae != e {
                 break;
             }
-            out.push((v.clone(), *tx));
+            if visible(*tx, None, as_of) {
+                out.push((v.clone(), *tx));
+            }
+        }
+        if as_of.is_none() {
+            return;
+        }
+        let h = &self.hist.rows;
+        for (he, v, tx, rtx) in &h[h.partition_point(|r| r.0 < e)..] {
+            if *he != e {
+                break;
+            }
+            if visible(*tx, Some(*rtx), as_of) {
+                out.push((v.clone(), *tx));
+            }
+        }
+        for ((he, v, tx), rtx) in self.hist_added.range((e, IKey::Int(i64::MIN), i64::MIN)..) {
+            if *he != e {
+                break;
+            }
+            if visible(*tx, Some(*rtx), as_of) {
+                out.push((v.clone(), *tx));
+            }
         }
     }
 
-    /// The entities whose current value is `v` (None when the attribute has no value order).
-    pub fn entities(&self, v: &IKey, out: &mut Vec<i64>) -> Option<()> {
+    /// The entities whose value is `v` now or as of tx `as_of` (None when the attribute has no value order).
+    pub fn entities(&self, v: &IKey, as_of: Option<i64>, out: &mut Vec<i64>) -> Option<()> {
         let order = self.base.by_v.as_ref()?;
         let (vs, es) = (&self.base.v, &self.base.e);
         let lo = order.partition_point(|&r| vs[r as usize] < *v);
@@ -217,6 +281,7 @@ impl AttrIndex {
             let e = es[r];
             if (self.gone.is_empty() || !self.gone.contains(&(e, v.clone())))
                 && !self.added.contains_key(&(e, v.clone()))
+                && visible(self.base.tx[r], None, as_of)
             {
                 out.push(e);
             }
@@ -225,27 +290,58 @@ impl AttrIndex {
             if av != v {
                 break;
             }
-            out.push(*e);
+            if as_of.is_none() || self.added.get(&(*e, v.clone())).is_some_and(|tx| visible(*tx, None, as_of)) {
+                out.push(*e);
+            }
         }
+        if as_of.is_none() {
+            return Some(());
+        }
+        let (h, horder) = (&self.hist.rows, self.hist.by_v.as_ref()?);
+        for &r in &horder[horder.partition_point(|&r| h[r as usize].1 < *v)..] {
+            let (he, hv, tx, rtx) = &h[r as usize];
+            if hv != v {
+                break;
+            }
+            if visible(*tx, Some(*rtx), as_of) {
+                out.push(*he);
+            }
+        }
+        for (hv, he, tx, rtx) in self.hist_added_by_v.range((v.clone(), i64::MIN, i64::MIN, i64::MIN)..) {
+            if hv != v {
+                break;
+            }
+            if visible(*tx, Some(*rtx), as_of) {
+                out.push(*he);
+            }
+        }
+        // an entity can hold the value in two periods: once as of any one moment
+        out.sort_unstable();
+        out.dedup();
         Some(())
     }
 
     fn novelty(&self) -> usize {
-        self.added.len() + self.gone.len()
+        self.added.len() + self.gone.len() + self.hist_added.len()
     }
 
     fn bytes(&self) -> usize {
         self.base.bytes() + self.novelty() * 96
     }
 
-    /// This attribute with one transaction's datoms applied.
-    fn with(&self, adds: &[(i64, IKey)], retracts: &[(i64, IKey)], tx: i64) -> AttrIndex {
+    /// This attribute with one transaction's datoms applied: assertions `adds`, retractions `retracts` (each
+    /// with the tx that asserted the retracted datom).
+    fn with(&self, adds: &[(i64, IKey)], retracts: &[(i64, IKey, i64)], tx: i64) -> AttrIndex {
         let mut next = self.clone();
-        for (e, v) in retracts {
+        for (e, v, asserted) in retracts {
             if next.added.remove(&(*e, v.clone())).is_some() {
                 next.added_by_v.remove(&(v.clone(), *e));
             }
             next.gone.insert((*e, v.clone()));
+            next.hist_added.insert((*e, v.clone(), *asserted), tx);
+            if next.value_order {
+                next.hist_added_by_v.insert((v.clone(), *e, *asserted, tx));
+            }
         }
         for (e, v) in adds {
             next.added.insert((*e, v.clone()), tx);
@@ -264,23 +360,28 @@ impl AttrIndex {
     fn merged(&self) -> AttrIndex {
         let b = &self.base;
         let n = b.e.len() + self.added.len();
-        let mut base = Base { e: Vec::with_capacity(n), tx: Vec::with_capacity(n), v: Vec::with_capacity(n), ..Default::default() };
+        let mut base = Base {
+            e: Vec::with_capacity(n),
+            tx: Vec::with_capacity(n),
+            v: Vec::with_capacity(n),
+            ..Default::default()
+        };
         let mut moved = vec![u32::MAX; b.e.len()];
         let mut placed: HashMap<(i64, IKey), u32> = HashMap::with_capacity(self.added.len());
         let mut added = self.added.iter().peekable();
-        let mut push = |base: &mut Base, e: i64, v: IKey, tx: i64| {
+        let push = |base: &mut Base, e: i64, v: IKey, tx: i64| {
             base.e.push(e);
             base.v.push(v);
             base.tx.push(tx);
             base.e.len() as u32 - 1
         };
-        for r in 0..b.e.len() {
+        for (r, to) in moved.iter_mut().enumerate() {
             let key = (b.e[r], b.v[r].clone());
             while let Some(((e, v), tx)) = added.next_if(|(k, _)| **k < key) {
                 placed.insert((*e, v.clone()), push(&mut base, *e, v.clone(), *tx));
             }
             if !self.gone.contains(&key) && !self.added.contains_key(&key) {
-                moved[r] = push(&mut base, key.0, key.1, b.tx[r]);
+                *to = push(&mut base, key.0, key.1, b.tx[r]);
             }
         }
         for ((e, v), tx) in added {
@@ -301,16 +402,26 @@ impl AttrIndex {
         }
         let text: usize = base.v.iter().map(|v| if let IKey::Text(s) = v { s.len() } else { 0 }).sum();
         base.held = base.e.len() * (16 + 24) + text + base.by_v.as_ref().map_or(0, |o| o.len() * 4);
-        AttrIndex::new(base, self.value_order)
+        let hist = if self.hist_added.is_empty() {
+            self.hist.clone()
+        } else {
+            let mut rows = self.hist.rows.clone();
+            rows.extend(self.hist_added.iter().map(|((e, v, tx), rtx)| (*e, v.clone(), *tx, *rtx)));
+            Arc::new(Hist::new(rows, self.value_order))
+        };
+        AttrIndex::new(base, hist, self.value_order)
     }
 
-    fn new(base: Base, value_order: bool) -> AttrIndex {
+    fn new(base: Base, hist: Arc<Hist>, value_order: bool) -> AttrIndex {
         AttrIndex {
             base: Arc::new(base),
             added: BTreeMap::new(),
             added_by_v: BTreeSet::new(),
             gone: BTreeSet::new(),
             value_order,
+            hist,
+            hist_added: BTreeMap::new(),
+            hist_added_by_v: BTreeSet::new(),
         }
     }
 }
@@ -345,6 +456,8 @@ impl Default for EntityIndex {
 
 /// `(e, v)` pairs of one attribute.
 type Datoms = Vec<(i64, IKey)>;
+/// `(e, v, tx that asserted it)` of one attribute's retracted datoms.
+type Retracted = Vec<(i64, IKey, i64)>;
 
 /// The budget of every entity index of the process together, in bytes: `MENTAT_ENTITY_INDEX_MB` (default 4096).
 pub fn budget() -> usize {
@@ -384,28 +497,25 @@ impl EntityIndex {
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = empty;
     }
 
-    /// Applies one committed transaction: `adds` and `retracts` are its datoms `(e, a, v)`. Attributes not
-    /// indexed yet are left alone (they are read whole when first needed). Call under the store's writer lock.
+    /// Applies one committed transaction `tx`: `adds` are its asserted datoms `(e, a, v)`, `retracts` its retracted
+    /// ones with the tx that asserted each. Attributes not indexed yet are left alone (they are read whole when
+    /// first needed). Call under the store's writer lock.
     pub fn apply(
         &self,
         tx: i64,
         adds: &[(Entid, Entid, crate::value::Val)],
-        retracts: &[(Entid, Entid, crate::value::Val)],
+        retracts: &[((Entid, Entid, crate::value::Val), i64)],
     ) {
         let current = self.snapshot();
-        let mut by_attr: HashMap<Entid, (Datoms, Datoms)> = HashMap::new();
-        for (list, added) in [(adds, true), (retracts, false)] {
-            for (e, a, v) in list {
-                if !current.attrs.contains_key(a) {
-                    continue;
-                }
-                let Some(k) = IKey::from_val(v) else { continue };
-                let entry = by_attr.entry(*a).or_default();
-                if added {
-                    entry.0.push((*e, k))
-                } else {
-                    entry.1.push((*e, k))
-                }
+        let mut by_attr: HashMap<Entid, (Datoms, Retracted)> = HashMap::new();
+        for (e, a, v) in adds {
+            if let (true, Some(k)) = (current.attrs.contains_key(a), IKey::from_val(v)) {
+                by_attr.entry(*a).or_default().0.push((*e, k));
+            }
+        }
+        for ((e, a, v), asserted) in retracts {
+            if let (true, Some(k)) = (current.attrs.contains_key(a), IKey::from_val(v)) {
+                by_attr.entry(*a).or_default().1.push((*e, k, *asserted));
             }
         }
         if by_attr.is_empty() {
@@ -453,44 +563,59 @@ impl EntityIndex {
         if self.snapshot().attrs.contains_key(&a.entid) {
             return Ok(true);
         }
-        let v = match a.value_type {
-            ValueType::Instant => "epoch_us(v)",
-            ValueType::Boolean => "v::BIGINT",
-            ValueType::Uuid => "v::VARCHAR",
-            _ => "v",
+        let Some(rows) = read_rows(conn, &store.current(a.entid), a.value_type, "0")? else {
+            self.refuse(a.entid);
+            return Ok(false);
         };
-        let mut st = conn.prepare(&format!("SELECT e, {v} AS v, tx FROM {}", store.current(a.entid)))?;
-        let mut rows: Vec<(i64, IKey, i64)> = Vec::new();
-        let mut interned: HashMap<String, Arc<str>> = HashMap::new();
-        let intern = a.value_type == ValueType::Keyword;
-        for batch in st.query_arrow([])? {
-            let (e, vcol, tx) = (batch.column(0), batch.column(1), batch.column(2));
-            let e = e.as_primitive::<Int64Type>();
-            let tx = tx.as_primitive::<Int64Type>();
-            for i in 0..batch.num_rows() {
-                let key = match vcol.data_type() {
-                    DataType::Int64 => IKey::Int(vcol.as_primitive::<Int64Type>().value(i)),
-                    DataType::Float64 => IKey::Float(vcol.as_primitive::<Float64Type>().value(i)),
-                    DataType::Utf8 => text(vcol.as_string::<i32>().value(i), intern, &mut interned),
-                    DataType::LargeUtf8 => text(vcol.as_string::<i64>().value(i), intern, &mut interned),
-                    DataType::Utf8View => text(vcol.as_string_view().value(i), intern, &mut interned),
-                    _ => return Ok(false),
-                };
-                rows.push((e.value(i), key, tx.value(i)));
-            }
-        }
-        let estimate = rows.len() * 48 + rows.iter().map(|r| r.1.bytes()).sum::<usize>();
+        let Some(hist) = read_rows(conn, &store.history(a.entid), a.value_type, "retracted_tx")? else {
+            self.refuse(a.entid);
+            return Ok(false);
+        };
+        let estimate = (rows.len() + hist.len()) * 48 + rows.iter().chain(&hist).map(|r| r.1.bytes()).sum::<usize>();
         if TOTAL.load(AtomicOrdering::Relaxed) + estimate > budget() {
             self.refuse(a.entid);
             return Ok(false);
         }
-        let index = AttrIndex::new(Base::from_rows(rows, has_value_order(a)), has_value_order(a));
+        let order = has_value_order(a);
+        let base = Base::from_rows(rows.into_iter().map(|(e, v, tx, _)| (e, v, tx)).collect(), order);
+        let index = AttrIndex::new(base, Arc::new(Hist::new(hist, order)), order);
         let mut next = (*self.snapshot()).clone();
         next.attrs.insert(a.entid, Arc::new(index));
         self.set_bytes(&next);
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
         Ok(true)
     }
+}
+
+/// Rows `(e, v, tx, extra)` of an attribute table (`extra`: an SQL expression, `retracted_tx` for history), values
+/// as the index keys them; None when a value's type is not one the index holds.
+fn read_rows(conn: &Connection, table: &str, t: ValueType, extra: &str) -> Result<Option<Vec<HistRow>>> {
+    let v = match t {
+        ValueType::Instant => "epoch_us(v)",
+        ValueType::Boolean => "v::BIGINT",
+        ValueType::Uuid => "v::VARCHAR",
+        _ => "v",
+    };
+    let mut st = conn.prepare(&format!("SELECT e, {v} AS v, tx, {extra}::BIGINT AS x FROM {table}"))?;
+    let mut rows = Vec::new();
+    let mut interned: HashMap<String, Arc<str>> = HashMap::new();
+    let intern = t == ValueType::Keyword;
+    for batch in st.query_arrow([])? {
+        let (e, vcol) = (batch.column(0).as_primitive::<Int64Type>(), batch.column(1));
+        let (tx, x) = (batch.column(2).as_primitive::<Int64Type>(), batch.column(3).as_primitive::<Int64Type>());
+        for i in 0..batch.num_rows() {
+            let key = match vcol.data_type() {
+                DataType::Int64 => IKey::Int(vcol.as_primitive::<Int64Type>().value(i)),
+                DataType::Float64 => IKey::Float(vcol.as_primitive::<Float64Type>().value(i)),
+                DataType::Utf8 => text(vcol.as_string::<i32>().value(i), intern, &mut interned),
+                DataType::LargeUtf8 => text(vcol.as_string::<i64>().value(i), intern, &mut interned),
+                DataType::Utf8View => text(vcol.as_string_view().value(i), intern, &mut interned),
+                _ => return Ok(None),
+            };
+            rows.push((e.value(i), key, tx.value(i), x.value(i)));
+        }
+    }
+    Ok(Some(rows))
 }
 
 fn text(s: &str, intern: bool, interned: &mut HashMap<String, Arc<str>>) -> IKey {
@@ -562,7 +687,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
                 Access::Eavt => {
                     let Some(IKey::Int(e)) = get(&step.e) else { continue };
                     values.clear();
-                    attr.values(e, &mut values);
+                    attr.values(e, plan.as_of, &mut values);
                     for (v, _) in &values {
                         if let Some(r) = bind(row, &step.v, v) {
                             next.push(r);
@@ -572,7 +697,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
                 Access::Avet => {
                     let Some(v) = get(&step.v) else { continue };
                     entities.clear();
-                    if attr.entities(&v, &mut entities).is_none() {
+                    if attr.entities(&v, plan.as_of, &mut entities).is_none() {
                         return Outcome::General;
                     }
                     for e in &entities {
@@ -641,7 +766,7 @@ pub fn pull(
             Target::Forward(a) => {
                 let (Some(ix), Some(attr)) = (snap.attr(a), schema.attribute(a)) else { return Err(vec![a]) };
                 values.clear();
-                ix.values(e, &mut values);
+                ix.values(e, None, &mut values);
                 any |= !values.is_empty();
                 if attr.many {
                     let mut vs: Vec<&IKey> = values.iter().map(|(v, _)| v).collect();
@@ -678,13 +803,14 @@ mod tests {
     fn idx(rows: &[(i64, i64)], value_order: bool) -> AttrIndex {
         AttrIndex::new(
             Base::from_rows(rows.iter().map(|&(e, v)| (e, IKey::Int(v), 1)).collect(), value_order),
+            Arc::new(Hist::new(Vec::new(), value_order)),
             value_order,
         )
     }
 
     fn values(a: &AttrIndex, e: i64) -> Vec<i64> {
         let mut out = Vec::new();
-        a.values(e, &mut out);
+        a.values(e, None, &mut out);
         let mut v: Vec<i64> = out.into_iter().map(|(k, _)| if let IKey::Int(i) = k { i } else { -1 }).collect();
         v.sort();
         v
@@ -692,7 +818,7 @@ mod tests {
 
     fn entities(a: &AttrIndex, v: i64) -> Vec<i64> {
         let mut out = Vec::new();
-        a.entities(&IKey::Int(v), &mut out).unwrap();
+        a.entities(&IKey::Int(v), None, &mut out).unwrap();
         out.sort();
         out
     }
@@ -703,7 +829,7 @@ mod tests {
         assert_eq!(values(&a, 2), vec![20, 21]);
         assert_eq!(entities(&a, 10), vec![1, 3]);
         // retract (2, 20), assert (2, 22) and (4, 10); re-assert a retracted datom
-        let b = a.with(&[(2, IKey::Int(22)), (4, IKey::Int(10))], &[(2, IKey::Int(20)), (1, IKey::Int(10))], 7);
+        let b = a.with(&[(2, IKey::Int(22)), (4, IKey::Int(10))], &[(2, IKey::Int(20), 1), (1, IKey::Int(10), 1)], 7);
         assert_eq!(values(&b, 2), vec![21, 22]);
         assert_eq!(entities(&b, 10), vec![3, 4]);
         let c = b.with(&[(1, IKey::Int(10))], &[], 8);
@@ -717,41 +843,68 @@ mod tests {
         assert_eq!(entities(&m, 10), vec![1, 3, 4]);
     }
 
+    /// Every assertion ever made: (e, v) -> [(tx, retracted tx)].
+    type Log = BTreeMap<(i64, i64), Vec<(i64, Option<i64>)>>;
+
     #[test]
-    fn random_writes_match_a_plain_set_through_merges() {
+    fn random_writes_match_a_plain_model_now_and_as_of_through_merges() {
         // a linear congruential generator: the test needs no dependency and stays the same on every run
         let mut seed = 42u64;
         let mut next = |n: u64| {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
-        let mut model: BTreeSet<(i64, i64)> = (0..200).map(|i| (i % 50, i % 7)).collect();
-        let mut a = idx(&model.iter().copied().collect::<Vec<_>>(), true);
-        for tx in 0..9000 {
+        // every assertion ever made: (e, v) -> [(tx, retracted tx)]
+        let mut log: Log = BTreeMap::new();
+        for i in 0..200 {
+            log.insert((i % 50, i % 7), vec![(1, None)]);
+        }
+        let mut a = idx(&log.keys().copied().collect::<Vec<_>>(), true);
+        let live = |log: &Log, d: &(i64, i64)| log.get(d).and_then(|h| h.last()).is_some_and(|p| p.1.is_none());
+        for tx in 2..9000 {
             let (mut adds, mut retracts) = (Vec::new(), Vec::new());
+            let mut touched = Vec::new();
             for _ in 0..next(4) {
                 let d = (next(60) as i64, next(9) as i64);
-                let touched = adds.iter().chain(&retracts).any(|x: &(i64, IKey)| x.0 == d.0 && x.1 == IKey::Int(d.1));
-                if touched {
+                if touched.contains(&d) {
                     continue; // one operation per datom and transaction, as the transactor leaves them
                 }
-                if model.contains(&d) {
-                    model.remove(&d);
-                    retracts.push((d.0, IKey::Int(d.1)));
+                touched.push(d);
+                if live(&log, &d) {
+                    let h = log.get_mut(&d).unwrap();
+                    let asserted = h.last().unwrap().0;
+                    h.last_mut().unwrap().1 = Some(tx);
+                    retracts.push((d.0, IKey::Int(d.1), asserted));
                 } else {
-                    model.insert(d);
+                    log.entry(d).or_default().push((tx, None));
                     adds.push((d.0, IKey::Int(d.1)));
                 }
             }
             a = a.with(&adds, &retracts, tx);
             if tx % 197 == 0 || tx > 8990 {
-                for e in 0..60 {
-                    let want: Vec<i64> = model.iter().filter(|d| d.0 == e).map(|d| d.1).collect();
-                    assert_eq!(values(&a, e), want, "values of {e} after tx {tx}");
-                }
-                for v in 0..9 {
-                    let want: Vec<i64> = model.iter().filter(|d| d.1 == v).map(|d| d.0).collect();
-                    assert_eq!(entities(&a, v), want, "entities of {v} after tx {tx}");
+                for t in [None, Some(next(tx as u64) as i64), Some(tx)] {
+                    let seen = |d: &(i64, i64)| {
+                        log[d].iter().any(|(at, rt)| match t {
+                            None => rt.is_none(),
+                            Some(t) => *at <= t && rt.is_none_or(|r| t < r),
+                        })
+                    };
+                    for e in 0..60 {
+                        let want: Vec<i64> = log.keys().filter(|d| d.0 == e && seen(d)).map(|d| d.1).collect();
+                        let mut got = Vec::new();
+                        a.values(e, t, &mut got);
+                        let mut got: Vec<i64> =
+                            got.into_iter().map(|(k, _)| if let IKey::Int(i) = k { i } else { -1 }).collect();
+                        got.sort();
+                        assert_eq!(got, want, "values of {e} as of {t:?} after tx {tx}");
+                    }
+                    for v in 0..9 {
+                        let want: Vec<i64> = log.keys().filter(|d| d.1 == v && seen(d)).map(|d| d.0).collect();
+                        let mut got = Vec::new();
+                        a.entities(&IKey::Int(v), t, &mut got).unwrap();
+                        got.sort();
+                        assert_eq!(got, want, "entities of {v} as of {t:?} after tx {tx}");
+                    }
                 }
             }
         }

@@ -57,8 +57,8 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
     Ok(report)
 }
 
-/// The datoms a transaction wrote: asserted, retracted.
-type Written = (Vec<Eav>, Vec<Eav>);
+/// The datoms a transaction wrote: asserted, and retracted with the tx that asserted each.
+type Written = (Vec<Eav>, Vec<(Eav, Entid)>);
 
 /// The work of a transaction inside the caller's open DuckDB transaction, writes included, up to (not including)
 /// COMMIT: the report, the store state after it, the unique-value cache changes and the datoms written, to apply
@@ -201,7 +201,11 @@ impl<'a> Tx<'a> {
             adds.iter().filter(|d| unique(&d.1)).map(|d| (d.1, d.2.clone(), d.0)).collect(),
         );
         self.parts.last_tx_instant = tx_instant;
-        self.written = (adds, retracts);
+        let retracted = retracts.into_iter().map(|d| {
+            let asserted = self.asserted_in.get(&d).copied().unwrap_or(0);
+            (d, asserted)
+        });
+        self.written = (adds, retracted.collect());
         let mut tempids: Vec<(String, Entid)> = self
             .tempids
             .iter()

@@ -122,7 +122,7 @@ def _summary(rows, res, meta, charts):
         L.append("| scenario | " + " | ".join(others) + " |")
         L.append("|---|" + "---:|" * len(others))
         losses = []
-        for sc in W.READ_SCENARIOS + ["bulk_load"]:
+        for sc in [x for x in W.READ_SCENARIOS if x != "floor"] + ["bulk_load"]:
             m = _one(rows, scale=scale, peer="mentat", scenario=sc)
             cells = []
             for p in others:
@@ -145,6 +145,18 @@ def _summary(rows, res, meta, charts):
         else:
             L.append("mentat is not more than 10% slower than any peer on the one-client scenarios at this scale.")
         L.append("")
+        floor = _one(rows, scale=scale, peer="mentat", scenario="floor")
+        if floor:
+            L.append("### mentat against the floor (`SELECT 1` from the same Python client, same run): p50 / floor p50")
+            L.append("")
+            L.append("| " + " | ".join(x for x in W.READ_SCENARIOS if x != "floor") + " |")
+            L.append("|" + "---:|" * (len(W.READ_SCENARIOS) - 1))
+            cells = []
+            for sc in [x for x in W.READ_SCENARIOS if x != "floor"]:
+                m = _one(rows, scale=scale, peer="mentat", scenario=sc)
+                cells.append(f"{float(m['p50_ms']) / float(floor['p50_ms']):.1f}x" if m else "-")
+            L.append("| " + " | ".join(cells) + " |")
+            L.append("")
         # sweep
         sw = [r for r in rows if r["scale"] == scale and r["scenario"] == "concurrency_sweep"]
         if sw:
@@ -160,6 +172,11 @@ def _summary(rows, res, meta, charts):
                     cells.append(f"{f(r['ops_s'])} ({f(r['p50_ms'])} / {f(r['p99_ms'])})" if r
                                  else _cell(rows, scale, p, "concurrency_sweep"))
                 L.append(f"| {p} | " + " | ".join(cells) + " |")
+            for p in peers:
+                fl = [_one(rows, scale=scale, peer=p, scenario="floor_sweep", variant=f"clients={c}") for c in clients]
+                if any(fl):
+                    L.append(f"| {p}: `SELECT 1` only (the floor) | " + " | ".join(
+                        f"{f(r['ops_s'])} ({f(r['p50_ms'])} / {f(r['p99_ms'])})" if r else "-" for r in fl) + " |")
             notes = {r["peer"]: r["reason"] for r in sw if r["reason"] and r["status"] == "ok"}
             for p, n in notes.items():
                 L.append(f"- {p}: {n}")

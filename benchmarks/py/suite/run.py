@@ -127,6 +127,11 @@ def sweep(res, scale, peer, ds, opts):
     for n, st in (out or {}).items():
         res.add(scale, peer.name, "concurrency_sweep", f"clients={n}", st=st,
                 reason="" if "pull" in mix else "mix q1/q2 only: " + peer.unsupported("pull"))
+    if not peer.unsupported("floor"):
+        # the same client counts sending only `SELECT 1`: the ceiling any statement-per-call client can reach
+        out = guarded(res, scale, peer.name, "floor_sweep", lambda: bench.sweep(peer, ds, opts, opts.clients, ["floor"]))
+        for n, st in (out or {}).items():
+            res.add(scale, peer.name, "floor_sweep", f"clients={n}", st=st)
 
 
 def cold(res, scale, peer, ds, opts):

@@ -60,7 +60,8 @@ def _import():
 
 class CozoPeer(Peer):
     name = "cozo"
-    cannot = {"cold_vs_warm": "in-memory engine: a new process starts empty (its cold start is the load)"}
+    cannot = {"floor": "no SQL-style statement to time on its own; the floor rows are DuckDB's, SQLite's and PostgreSQL's",
+              "cold_vs_warm": "in-memory engine: a new process starts empty (its cold start is the load)"}
 
     def __init__(self, ds, workdir, opts):
         super().__init__(ds, workdir, opts)

@@ -42,7 +42,8 @@ def _import():
 
 class DatalevinPeer(Peer):
     name = "datalevin"
-    cannot = {"as_of": "Datalevin keeps no history (no as-of database)",
+    cannot = {"floor": "no SQL-style statement to time on its own; the floor rows are DuckDB's, SQLite's and PostgreSQL's",
+              "as_of": "Datalevin keeps no history (no as-of database)",
               "since": "Datalevin keeps no history (no since database)"}
 
     def __init__(self, ds, workdir, opts):

@@ -42,7 +42,8 @@ class DataScriptPeer(Peer):
     name = "datascript"
     max_scale = "m"
     ceiling_reason = "an in-memory JS heap; l (100M datoms) does not fit node's heap on this machine"
-    cannot = {"cold_vs_warm": "in-memory database: a new process starts empty (its cold start is the load, see "
+    cannot = {"floor": "no SQL-style statement to time on its own; the floor rows are DuckDB's, SQLite's and PostgreSQL's",
+              "cold_vs_warm": "in-memory database: a new process starts empty (its cold start is the load, see "
                               "bulk_load)"}
     parallel_note = "one node process: calls serialise"
 

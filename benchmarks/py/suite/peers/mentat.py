@@ -88,6 +88,10 @@ class MentatSession:
         self.p = p
         self.c = p.con.cursor()
 
+    def floor(self):
+        """`SELECT 1` through the same client: the cost of any statement, under every call."""
+        return self.c.execute("SELECT 1").fetchall()
+
     def q1(self, email):
         return self.c.execute("FROM mentat_q(?, inputs := ?)", [W.Q1, json.dumps([email])]).fetchall()
 
@@ -193,6 +197,10 @@ class DuckSQLSession:
                          f"(SELECT v FROM {t[':issue/reporter']} WHERE e = $e) AS reporter, "
                          f"(SELECT list(v) FROM {t[':issue/label']} WHERE e = $e) AS labels")
         self.sql_read = f"SELECT v FROM {t[':issue/state']} WHERE e = ?"
+
+    def floor(self):
+        """`SELECT 1` through the same client: the cost of any statement, under every call."""
+        return self.c.execute("SELECT 1").fetchall()
 
     def q1(self, email):
         return self.c.execute(self.sql_q1, [email]).fetchall()

@@ -3,6 +3,7 @@ EAVT and AVET indexes on the current-state tables and a (a, e, v, tx) index on t
 the PostgreSQL mentat backend after its fixes. Clients connect through psycopg 3, one connection per client."""
 import atexit
 import glob
+import importlib
 import io
 import itertools
 import os
@@ -10,6 +11,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -41,8 +43,9 @@ def server():
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        subprocess.run(["python3", "-m", "pip", "install", "-q", "--root-user-action=ignore", "psycopg[binary]"],
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--root-user-action=ignore", "psycopg[binary]"],
                        check=False, capture_output=True)
+        importlib.invalidate_caches()
         try:
             import psycopg  # noqa: F401
         except ImportError as e:
@@ -50,6 +53,8 @@ def server():
     try:
         initdb = _bin("initdb")
     except Unsupported:
+        # a machine that never ran apt-get update has no package lists to install from
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True)
         subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], capture_output=True)
         initdb = _bin("initdb")
     pg_ctl = _bin("pg_ctl")
@@ -92,8 +97,7 @@ class PostgresPeer(Peer):
 
     def __init__(self, ds, workdir, opts):
         super().__init__(ds, workdir, opts)
-        import psycopg  # noqa: F401
-        base = server()
+        base = server()  # installs psycopg when missing, so it is imported only after
         import psycopg
         self.dbname = f"suite_{ds.scale}"
         with psycopg.connect(base, autocommit=True) as c:
@@ -202,6 +206,10 @@ class PGSession:
     def __init__(self, p):
         self.p = p
         self.c = p.connect()
+
+    def floor(self):
+        """`SELECT 1` through the same client: the cost of any statement, under every call."""
+        return self.c.execute("SELECT 1", prepare=True).fetchall()
 
     def q1(self, email):
         return self.c.execute(self.Q1, [email], prepare=True).fetchall()

@@ -117,6 +117,10 @@ class SQLiteSession:
         self.p = p
         self.c = p.connect()
 
+    def floor(self):
+        """`SELECT 1` through the same client: the cost of any statement, under every call."""
+        return self.c.execute("SELECT 1").fetchall()
+
     def q1(self, email):
         return self.c.execute(self.Q1, [email]).fetchall()
 
