@@ -157,6 +157,14 @@ def _summary(rows, res, meta, charts):
                 cells.append(f"{float(m['p50_ms']) / float(floor['p50_ms']):.1f}x" if m else "-")
             L.append("| " + " | ".join(cells) + " |")
             L.append("")
+        mem = [r for r in rows if r["scale"] == scale and r["scenario"] == "memory" and r["extra"]]
+        if mem:
+            L.append("### peak resident memory of each peer's worker process after the reads (MB)")
+            L.append("")
+            L.append("| " + " | ".join(r["peer"] for r in mem) + " |")
+            L.append("|" + "---:|" * len(mem))
+            L.append("| " + " | ".join(str(json.loads(r["extra"])["peak_rss_mb"]) for r in mem) + " |")
+            L.append("")
         # sweep
         sw = [r for r in rows if r["scale"] == scale and r["scenario"] == "concurrency_sweep"]
         if sw:

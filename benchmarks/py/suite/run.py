@@ -6,6 +6,7 @@ usage: python3 -m benchmarks.py.suite.run --scales xs,s --scenarios all --peers 
 import argparse
 import datetime
 import json
+import resource
 import os
 import pathlib
 import shutil
@@ -229,6 +230,11 @@ def run_group(res, scale, group, scenarios, opts):
             sweep(res, scale, peer, ds, opts)
         if "cold_vs_warm" in scenarios:
             cold(res, scale, peer, ds, opts)
+    # peak resident memory of this worker process after the reads (loads, caches and indexes included)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for peer in live:
+        res.add(scale, peer.name, "memory", "peak_rss_after_reads", status="ok",
+                extra={"peak_rss_mb": round(rss_mb), "process": "+".join(p.name for p in live)})
     for peer in live:
         writes(res, scale, peer, ds, opts, scenarios)
     for peer in reversed(live):
