@@ -177,6 +177,25 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert not path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of="2025-01-01 00:00:00")
     assert not path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', since=2**40 + 1)
     assert not path("[:find ?e :in $ ?n :where [?e :p/name ?n]]", '["A"]')  # :p/name has no value index
+    # mentat_sql gives the general path's statement, saying in a comment that mentat_q takes the entity path
+    sql = rows(con, "SELECT mentat_sql('[:find ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]', '[\"a@x\"]')")
+    assert sql[0][0].startswith("/* mentat_q: entity index:") and "AVET [?e :p/email ?m]" in sql[0][0]
+    assert rows(con, f"FROM query('{sql[0][0].replace(chr(39), chr(39) * 2)}')") == [("A",)]
+    assert not rows(con, "SELECT mentat_sql('[:find ?e :where [?e :p/name _]]')")[0][0].startswith("/*")
+
+
+def test_the_index_reports_what_it_holds(con):
+    transact(con, SCHEMA)
+    transact(con, '[{:p/email "a@x" :p/name "A" :p/tag ["x" "y"]} {:p/email "b@x" :p/name "B"}]')
+    assert rows(con, "SELECT count(*) FROM mentat_entity_index()") == [(0,)]  # nothing read yet
+    q(con, "[:find ?t :in $ ?m :where [?e :p/email ?m] [?e :p/tag ?t]]", '["a@x"]')
+    got = {r[0]: r[1:] for r in rows(con, "SELECT ident, datoms, history, novelty, state FROM mentat_entity_index()")}
+    assert got == {":p/email": (2, 0, 0, "indexed"), ":p/tag": (2, 0, 0, "indexed")}
+    transact(con, '[[:db/retract [:p/email "a@x"] :p/tag "x"] [:db/add [:p/email "b@x"] :p/tag "z"]]')
+    got = {r[0]: r[1:] for r in rows(con, "SELECT ident, datoms, history, novelty, state FROM mentat_entity_index()")}
+    # one retracted (kept as history for as-of), one asserted: 2 current datoms, 1 history row, 3 novelty entries
+    assert got[":p/tag"] == (2, 1, 3, "indexed")
+    assert rows(con, "SELECT bool_and(bytes > 0) FROM mentat_entity_index()") == [(True,)]
 
 
 def test_reads_after_writes_and_several_stores(con):

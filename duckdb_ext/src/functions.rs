@@ -7,6 +7,7 @@
 //! | `mentat_export(dir VARCHAR [, store :=])`, `mentat_import_store(dir VARCHAR [, store :=])` | table | a whole store to Parquet files and back, same entids (see `import.rs`) |
 //! | `mentat_attach_parquet(dir VARCHAR [, store :=])` | table | an exported store opened read-only, its datoms read from the files (see `import.rs`) |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
+//! | `mentat_entity_index([store := VARCHAR])` | table | what the store's entity index holds, per attribute (memory included) |
 //! | `mentat_q(query VARCHAR [, inputs := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer (see `query.rs`) |
 //! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |
 //! | `mentat_pull(pattern VARCHAR, entity ANY [, store :=, as_of :=, since :=, history :=])` | table | one row `(e BIGINT, pull STRUCT)`: Datomic's pull of an entid, ident or lookup ref (see `pull.rs`) |
@@ -31,6 +32,7 @@ type Res<T> = Result<T, Box<dyn Error>>;
 pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Transact, _>("mentat_transact", instance)?;
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
+    con.register_table_function_with_extra_info::<EntityIndexFn, _>("mentat_entity_index", instance)?;
     crate::import::register(con, instance)?;
     con.register_table_function_with_extra_info::<With, _>("mentat_with", instance)?;
     Ok(())
@@ -216,6 +218,68 @@ pub struct SchemaRows {
 
 pub struct Cursor {
     next: std::sync::atomic::AtomicUsize,
+}
+
+/// `mentat_entity_index([store := ...])`: what the store's entity index holds (`storage::eindex`), one row per
+/// attribute read into it or refused, by entid: `ident VARCHAR`, `datoms BIGINT` (current datoms), `history
+/// BIGINT` (retracted assertions kept for as-of reads), `novelty BIGINT` (entries not yet merged into the sorted
+/// base), `bytes BIGINT` (memory held, an estimate of arrays, strings and orders), `state VARCHAR` (`indexed`, or
+/// `refused`: past the memory budget `MENTAT_ENTITY_INDEX_MB` or of a type the index does not hold). No rows for a
+/// store no entity-shaped query has read yet. Errors if the store does not exist.
+pub struct EntityIndexFn;
+
+pub struct IndexRows {
+    rows: Vec<(String, storage::eindex::AttrStats)>,
+}
+
+impl VTab for EntityIndexFn {
+    type InitData = Cursor;
+    type BindData = IndexRows;
+
+    fn bind(bind: &BindInfo) -> Res<IndexRows> {
+        for (name, t) in [
+            ("ident", varchar()),
+            ("datoms", bigint()),
+            ("history", bigint()),
+            ("novelty", bigint()),
+            ("bytes", bigint()),
+            ("state", varchar()),
+        ] {
+            bind.add_result_column(name, t);
+        }
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (_, name) = caller_and_store(bind, &instance)?;
+        let conn = instance.pool.get()?;
+        let store = instance.stores.open(&conn, &name, false)?;
+        let schema = store.schema();
+        let rows =
+            store.index.stats().into_iter().map(|s| (schema.ident(s.attr).unwrap_or("?").to_string(), s)).collect();
+        Ok(IndexRows { rows })
+    }
+
+    fn init(_: &InitInfo) -> Res<Cursor> {
+        Ok(Cursor { next: Default::default() })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        let rows = &func.get_bind_data().rows;
+        let start = func.get_init_data().next.load(Ordering::SeqCst);
+        let n = rows.len().saturating_sub(start).min(2048);
+        for (i, (ident, s)) in rows[start..start + n].iter().enumerate() {
+            output.flat_vector(0).insert(i, ident.as_str());
+            for (c, x) in [(1, s.datoms), (2, s.history), (3, s.novelty), (4, s.bytes)] {
+                put::<i64>(&mut output.flat_vector(c), i, x as i64);
+            }
+            output.flat_vector(5).insert(i, if s.refused { "refused" } else { "indexed" });
+        }
+        func.get_init_data().next.store(start + n, Ordering::SeqCst);
+        output.set_len(n);
+        Ok(())
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), varchar())])
+    }
 }
 
 impl VTab for SchemaFn {

@@ -69,10 +69,17 @@ unsafe fn execute_inner(
         let store = column(2).and_then(|v| text(v, row));
         let name = instance.resolve(caller, &StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?)?;
         let schema = crate::query::store_schema(instance, &name)?;
-        let compiled =
-            planner::compile_query(&query, inputs.as_deref(), &schema, &name, &planner::QueryOptions::default())
-                .map_err(|e| e.to_string())?;
-        let sql = compiled.sql.as_bytes();
+        let compiled = planner::compile_query(&query, inputs.as_deref(), &schema, &name, &Default::default())
+            .map_err(|e| e.to_string())?;
+        let opts = planner::QueryOptions::default();
+        let entity = crate::entity::plan(instance, &query, inputs.as_deref(), &schema, &name, &opts, &compiled);
+        // mentat_q answers this query from the entity index when it can; the comment says so (the statement
+        // itself is the general path, which `query()` runs)
+        let sql = match entity {
+            Some(plan) => format!("/* mentat_q: {} */\n{}", plan.to_string().replace("*/", "* /"), compiled.sql),
+            None => compiled.sql,
+        };
+        let sql = sql.as_bytes();
         ffi::duckdb_vector_assign_string_element_len(output, row as u64, sql.as_ptr() as *const _, sql.len() as u64);
     }
     Ok(())

@@ -315,6 +315,10 @@ fn seeds(
         extend(vec![vec![(i, key(i, c)?)]], &mut rows);
     }
     for (v, cs) in &read.collections {
+        // an empty collection binds nothing: no rows, whether or not a pattern uses its variable
+        if cs.is_empty() {
+            return Some(Vec::new());
+        }
         let Some(i) = slot(v) else { continue };
         let mut choices: Vec<Vec<(usize, Key)>> = Vec::new();
         for c in cs {
@@ -326,6 +330,9 @@ fn seeds(
         extend(choices, &mut rows);
     }
     for r in &read.relations {
+        if r.rows.is_empty() {
+            return Some(Vec::new());
+        }
         let mut choices = Vec::new();
         for row in &r.rows {
             let mut choice = Vec::new();
