@@ -223,8 +223,9 @@ pub struct Cursor {
 /// `mentat_entity_index([store := ...])`: what the store's entity index holds (`storage::eindex`), one row per
 /// attribute read into it or refused, by entid: `ident VARCHAR`, `datoms BIGINT` (current datoms), `history
 /// BIGINT` (retracted assertions kept for as-of reads), `novelty BIGINT` (entries not yet merged into the sorted
-/// base), `bytes BIGINT` (memory held, an estimate of arrays, strings and orders), `state VARCHAR` (`indexed`, or
-/// `refused`: past the memory budget `MENTAT_ENTITY_INDEX_MB` or of a type the index does not hold). No rows for a
+/// base), `bytes BIGINT` (memory held, an estimate of arrays, strings and orders), `state VARCHAR` (`indexed`,
+/// `reading` (being read in the background; its queries take the SQL path meanwhile), or `refused`: past the memory
+/// budget `MENTAT_ENTITY_INDEX_MB` or of a type the index does not hold). No rows for a
 /// store no entity-shaped query has read yet. Errors if the store does not exist.
 pub struct EntityIndexFn;
 
@@ -270,7 +271,14 @@ impl VTab for EntityIndexFn {
             for (c, x) in [(1, s.datoms), (2, s.history), (3, s.novelty), (4, s.bytes)] {
                 put::<i64>(&mut output.flat_vector(c), i, x as i64);
             }
-            output.flat_vector(5).insert(i, if s.refused { "refused" } else { "indexed" });
+            let state = if s.refused {
+                "refused"
+            } else if s.reading {
+                "reading"
+            } else {
+                "indexed"
+            };
+            output.flat_vector(5).insert(i, state);
         }
         func.get_init_data().next.store(start + n, Ordering::SeqCst);
         output.set_len(n);

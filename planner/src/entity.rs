@@ -97,11 +97,6 @@ impl fmt::Display for EntityPlan {
     }
 }
 
-/// The SQL type text a variable of value type `t` has in the general path's output.
-fn sql_type(t: ValueType) -> &'static str {
-    t.sql_type()
-}
-
 /// The entity path's plan for `query` with `inputs_edn`, or None when the general path must answer it (see the
 /// module docs). `columns` are the general path's output columns, whose types the entity path must produce.
 pub fn plan(
@@ -164,7 +159,7 @@ pub fn plan(
                 var_of(v, t, &mut vars, &mut index)?
             }
         };
-        if col.sql_type != sql_type(vars[i].1) {
+        if col.sql_type != vars[i].1.sql_type() {
             return None;
         }
         find.push(i);

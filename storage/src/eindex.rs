@@ -494,6 +494,8 @@ pub struct AttrStats {
     pub bytes: usize,
     /// The attribute is left out (past the memory budget, or of a type the index does not hold).
     pub refused: bool,
+    /// The attribute is being read in the background.
+    pub reading: bool,
 }
 
 /// The budget of every entity index of the process together, in bytes: `MENTAT_ENTITY_INDEX_MB` (default 4096).
@@ -540,9 +542,16 @@ impl EntityIndex {
                 novelty: ix.novelty(),
                 bytes: ix.bytes(),
                 refused: false,
+                reading: false,
             })
             .collect();
         out.extend(snap.refused.iter().map(|a| AttrStats { attr: *a, refused: true, ..Default::default() }));
+        let reading = self.building.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        out.extend(reading.into_iter().filter(|a| !snap.attrs.contains_key(a)).map(|a| AttrStats {
+            attr: a,
+            reading: true,
+            ..Default::default()
+        }));
         out.sort_by_key(|s| s.attr);
         out
     }

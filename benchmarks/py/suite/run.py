@@ -224,6 +224,7 @@ def run_group(res, scale, group, scenarios, opts):
         print(f"   {pn} ready in {time.perf_counter() - t0:.1f} s", flush=True)
         live.append(peer)
     for peer in live:
+        guarded(res, scale, peer.name, "settle", lambda: peer.settle(ds) or True)
         reads(res, scale, peer, ds, opts, scenarios)
     for peer in live:
         if "concurrency_sweep" in scenarios:

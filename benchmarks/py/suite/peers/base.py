@@ -32,6 +32,11 @@ class Peer:
         """A client for one thread (own connection/cursor)."""
         raise NotImplementedError
 
+    def settle(self, ds):
+        """Called once before the timed reads: a peer with work it does once per process (caches, indexes) may
+        finish it here, as it would have long before in a running service. The first-call cost is what
+        cold_vs_warm measures."""
+
     def unsupported(self, scenario):
         return self.cannot.get(scenario)
 

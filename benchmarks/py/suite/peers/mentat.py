@@ -72,6 +72,22 @@ class Mentat(Peer):
             self.idx_e[int(TITLE_IDX.match(t).group(1))] = e
         c.execute("CHECKPOINT")
 
+    def settle(self, ds):
+        """Asks each entity-shaped question once (so the entity index reads the attributes they need), then waits
+        until no attribute is still being read (`mentat_entity_index`), at most 120 s."""
+        s = MentatSession(self)
+        s.q1(ds.emails()[0])
+        s.q2(ds.emails()[0])
+        s.as_of(ds.emails()[0])
+        s.input_bindings(ds.emails()[:100])
+        s.pull(0)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            reading = self.con.execute("SELECT count(*) FROM mentat_entity_index() WHERE state = 'reading'").fetchall()
+            if reading[0][0] == 0:
+                break
+            time.sleep(0.2)
+
     def session(self):
         return MentatSession(self)
 
