@@ -220,6 +220,16 @@ pub struct Cursor {
     next: std::sync::atomic::AtomicUsize,
 }
 
+impl Cursor {
+    /// The next page of `len` rows, at most one vector (2048): the range to write now. The cursor moves past it.
+    pub fn page(&self, len: usize) -> std::ops::Range<usize> {
+        let start = self.next.load(Ordering::SeqCst).min(len);
+        let n = (len - start).min(2048);
+        self.next.store(start + n, Ordering::SeqCst);
+        start..start + n
+    }
+}
+
 /// `mentat_entity_index([store := ...])`: what the store's entity index holds (`storage::eindex`), one row per
 /// attribute read into it or refused, by entid: `ident VARCHAR`, `datoms BIGINT` (current datoms), `history
 /// BIGINT` (retracted assertions kept for as-of reads), `novelty BIGINT` (entries not yet merged into the sorted
@@ -264,9 +274,9 @@ impl VTab for EntityIndexFn {
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
         let rows = &func.get_bind_data().rows;
-        let start = func.get_init_data().next.load(Ordering::SeqCst);
-        let n = rows.len().saturating_sub(start).min(2048);
-        for (i, (ident, s)) in rows[start..start + n].iter().enumerate() {
+        let page = func.get_init_data().page(rows.len());
+        let n = page.len();
+        for (i, (ident, s)) in rows[page].iter().enumerate() {
             output.flat_vector(0).insert(i, ident.as_str());
             for (c, x) in [(1, s.datoms), (2, s.history), (3, s.novelty), (4, s.bytes)] {
                 put::<i64>(&mut output.flat_vector(c), i, x as i64);
@@ -280,7 +290,6 @@ impl VTab for EntityIndexFn {
             };
             output.flat_vector(5).insert(i, state);
         }
-        func.get_init_data().next.store(start + n, Ordering::SeqCst);
         output.set_len(n);
         Ok(())
     }
@@ -322,9 +331,9 @@ impl VTab for SchemaFn {
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
         let rows = &func.get_bind_data().rows;
-        let start = func.get_init_data().next.load(Ordering::SeqCst);
-        let n = rows.len().saturating_sub(start).min(2048);
-        for (i, a) in rows[start..start + n].iter().enumerate() {
+        let page = func.get_init_data().page(rows.len());
+        let n = page.len();
+        for (i, a) in rows[page].iter().enumerate() {
             output.flat_vector(0).insert(i, a.ident.as_str());
             put::<i64>(&mut output.flat_vector(1), i, a.entid);
             output.flat_vector(2).insert(i, a.value_type.ident());
@@ -342,7 +351,6 @@ impl VTab for SchemaFn {
                 None => output.flat_vector(8).set_null(i),
             }
         }
-        func.get_init_data().next.store(start + n, Ordering::SeqCst);
         output.set_len(n);
         Ok(())
     }
