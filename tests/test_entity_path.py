@@ -217,6 +217,30 @@ def test_reads_after_writes_and_several_stores(con):
     assert q(con, query, '["i2@x"]') == [("I2",)]
 
 
+def test_a_text_seen_before_follows_schema_changes(con):
+    """The entity path keeps each query text and pull pattern it has seen (parsed, with its result types) per store
+    and schema: neither a schema change nor another store may reuse them."""
+    transact(con, SCHEMA)
+    transact(con, '[{:db/id "a" :p/email "a@x" :p/name "A" :p/age 30}]')
+    e = q(con, '[:find ?e . :where [?e :p/email "a@x"]]')[0][0]
+    pull = lambda: con.execute("SELECT * FROM mentat_pull('[*]', ?)", [e]).fetchall()[0][1]
+    assert set(pull()) >= {"db/id", "p/email", "p/age"} and "p/nick" not in pull()
+    # a new attribute: '[*]' now has its field, with the value just written
+    transact(con, "[{:db/ident :p/nick :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]")
+    transact(con, f'[[:db/add {e} :p/nick "ay"]]')
+    assert pull()["p/nick"] == "ay"
+    query = "[:find ?v :in $ ?m :where [?e :p/email ?m] [?e :p/nick ?v]]"
+    assert q(con, query, '["a@x"]') == [("ay",)]
+    # the same texts on another store, where :p/nick is a long
+    transact(con, "[{:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
+                  ":db/unique :db.unique/identity}"
+                  " {:db/ident :p/nick :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]", store="other")
+    transact(con, '[{:p/email "a@x" :p/nick 7}]', store="other")
+    got = con.execute("SELECT v, typeof(v) FROM mentat_q(?, inputs := ?, store := 'other')", [query, '["a@x"]'])
+    assert got.fetchall() == [(7, "BIGINT")]
+    assert q(con, query, '["a@x"]') == [("ay",)]
+
+
 CREATE = textwrap.dedent("""
     import sys, duckdb
     con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})

@@ -15,9 +15,10 @@ use planner::entity::{EntityPlan, Key};
 use planner::layout::StoreName;
 use planner::schema::{Entid, Schema, ValueType};
 use planner::{CompiledQuery, FindKind, QueryOptions};
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use storage::eindex::Pulled;
 use storage::eindex::{self, Outcome};
 use storage::store::Store;
@@ -33,20 +34,76 @@ pub fn enabled_by_environment() -> bool {
     !matches!(std::env::var("MENTAT_ENTITY_PATH").as_deref(), Ok("0") | Ok("false") | Ok("off"))
 }
 
-/// The entity plan of a compiled query, when this instance takes the entity path for it.
+/// Values the entity path keeps per text (a query, a pull pattern) between calls, for one store and one schema
+/// value: a call whose text was seen before skips parsing and compiling it (on the general path, compiling SQL
+/// for an entity read cost about as much as answering it). An entry is used only while the store's schema is
+/// the one it was built for; the cache is emptied when it reaches [`SHAPES`] entries.
+pub struct Shapes<T> {
+    map: Mutex<HashMap<ShapeKey, (Arc<Schema>, Arc<T>)>>,
+}
+
+/// A store and a text (a query, or a pull pattern with its arity).
+type ShapeKey = (StoreName, String);
+
+/// Entries a [`Shapes`] cache holds at most.
+pub const SHAPES: usize = 1024;
+
+impl<T> Default for Shapes<T> {
+    fn default() -> Self {
+        Shapes { map: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<T> Shapes<T> {
+    /// The value kept for `text` on `store`, when it was built for `schema`.
+    pub fn get(&self, store: &StoreName, text: &str, schema: &Arc<Schema>) -> Option<Arc<T>> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        // the tuple key needs owned parts; the lookup allocates one String, far below a compile's cost
+        match map.get(&(store.clone(), text.to_string())) {
+            Some((s, v)) if Arc::ptr_eq(s, schema) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    /// Keeps `value` for `text` on `store` under `schema`.
+    pub fn put(&self, store: &StoreName, text: &str, schema: &Arc<Schema>, value: Arc<T>) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= SHAPES {
+            map.clear();
+        }
+        map.insert((store.clone(), text.to_string()), (schema.clone(), value));
+    }
+}
+
+/// The entity plan of a query of shape `shape`, when this instance takes the entity path for it.
 pub fn plan(
     instance: &Instance,
-    query: &str,
+    shape: &planner::EntityShape,
     inputs: Option<&str>,
     schema: &Schema,
     store: &StoreName,
     opts: &QueryOptions,
-    compiled: &CompiledQuery,
 ) -> Option<EntityPlan> {
     if !instance.entity_path || store.catalog.is_some() {
         return None;
     }
-    planner::entity_plan(query, inputs, schema, store, opts, compiled)
+    planner::entity_plan(shape, inputs, schema, store, opts)
+}
+
+/// The shape of `query` (compiled to `compiled`) for the entity path, kept for the next call.
+pub fn shape_of(
+    instance: &Instance,
+    store: &StoreName,
+    query: &str,
+    schema: &Arc<Schema>,
+    compiled: &CompiledQuery,
+) -> Option<Arc<planner::EntityShape>> {
+    if !instance.entity_path || store.catalog.is_some() {
+        return None;
+    }
+    let shape = Arc::new(planner::entity_shape(query, compiled)?);
+    instance.query_shapes.put(store, query, schema, shape.clone());
+    Some(shape)
 }
 
 /// The answer of `plan` from the store's entity index, or None when the general path must answer (an attribute
@@ -55,12 +112,12 @@ pub fn answer(
     instance: &Arc<Instance>,
     name: &StoreName,
     plan: &EntityPlan,
-    compiled: &CompiledQuery,
+    shape: &planner::EntityShape,
 ) -> Result<Option<Answer>, String> {
     let store = open_store(instance, name)?;
     for first in [true, false] {
         match eindex::execute(&store.index.snapshot(), plan) {
-            Outcome::Rows(rows) => return Ok(Some(Answer::new(rows, plan, compiled))),
+            Outcome::Rows(rows) => return Ok(Some(Answer::new(rows, plan, &shape.columns))),
             Outcome::General => return Ok(None),
             Outcome::Missing(attrs) if first => {
                 if !read_attributes(instance, &store, &attrs)? {
@@ -280,14 +337,14 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn new(mut rows: Vec<Vec<Key>>, plan: &EntityPlan, compiled: &CompiledQuery) -> Answer {
+    fn new(mut rows: Vec<Vec<Key>>, plan: &EntityPlan, columns: &[planner::OutputColumn]) -> Answer {
         if matches!(plan.kind, FindKind::Scalar | FindKind::Tuple) {
             rows.truncate(1);
         }
         Answer {
             rows,
             types: plan.find.iter().map(|i| plan.vars[*i].1).collect(),
-            names: compiled.columns.iter().map(|c| c.name.clone()).collect(),
+            names: columns.iter().map(|c| c.name.clone()).collect(),
             next: AtomicUsize::new(0),
         }
     }

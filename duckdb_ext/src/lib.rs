@@ -39,6 +39,10 @@ pub struct Instance {
     pub default_catalog: String,
     /// Whether entity-shaped queries may be answered from the entity index (`entity.rs`).
     pub entity_path: bool,
+    /// Query texts the entity path has seen, parsed, with their output columns.
+    pub query_shapes: entity::Shapes<planner::EntityShape>,
+    /// Pull patterns the entity path has seen, with their fields and result types.
+    pub pull_shapes: entity::Shapes<pull::PullShape>,
 }
 
 impl Instance {
@@ -103,7 +107,15 @@ unsafe fn init(
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);
     let pool = pool::Pool::open(con, pool::SIZE)?;
     let entity_path = entity::enabled_by_environment();
-    let instance = Arc::new(Instance { pool, raw, stores: Default::default(), default_catalog, entity_path });
+    let instance = Arc::new(Instance {
+        pool,
+        raw,
+        stores: Default::default(),
+        default_catalog,
+        entity_path,
+        query_shapes: Default::default(),
+        pull_shapes: Default::default(),
+    });
     functions::register(&registrar, &instance)?;
     let mut reg: ffi::duckdb_connection = std::ptr::null_mut();
     if ffi::duckdb_connect(*db, &mut reg) != ffi::DuckDBSuccess {

@@ -55,25 +55,27 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
     let (caller, store, opts) = read_options(info, &extra.instance)?;
     let schema = store_schema(&extra.instance, &store)?;
-    let compiled = planner::compile_pull(&pattern, &schema, &store, &opts).map_err(|e| e.to_string())?;
+    // compiled only when a statement is needed: a pattern the entity path has seen was compiled on its first call
+    let compile = || planner::compile_pull(&pattern, &schema, &store, &opts).map_err(|e| e.to_string());
     let entity_sql = |text: &str| planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string());
     let names = ["e", "pull"];
     let instance = &extra.instance;
     if ffi::duckdb_is_null_value(entity.0) {
-        let sql = compiled.entities_sql(&if extra.many { vec![] } else { vec!["NULL".to_string()] });
+        let sql = compile()?.entities_sql(&if extra.many { vec![] } else { vec!["NULL".to_string()] });
         return bind_statement(info, instance, &caller, &sql, &names, &[]);
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
     // The entity path: a flat pattern of entids (or idents), pulled from the store's entity index.
     if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql) {
-        if let Some(specs) = planner::pull::flat_fields(&pattern, &schema, &store, &opts) {
-            if let Some(answer) = crate::entity::pull_answer(instance, &store, &specs, &ids)? {
-                let sql = if extra.many { compiled.many_sql() } else { compiled.one_sql() };
-                return bind_answer(info, instance, &caller, &sql, &names, Box::new(answer));
+        let shape = pull_shape(instance, &caller, &store, &schema, &pattern, extra.many, &opts, &compile)?;
+        if let Some((shape, specs)) = shape.as_ref().and_then(|s| Some((s, s.specs.as_ref()?))) {
+            if let Some(answer) = crate::entity::pull_answer(instance, &store, specs, &ids)? {
+                return Ok(bind_answer(info, &names, &shape.types, Box::new(answer)));
             }
         }
     }
+    let compiled = compile()?;
     if !extra.many {
         if is_integer(id) {
             return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0]);
@@ -108,6 +110,48 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         });
     }
     bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[])
+}
+
+/// The entity path's shape of `pattern` (its flat fields and the result types of the general path's statement),
+/// kept per store and schema in [`Instance::pull_shapes`]; None when the entity path does not pull it (a nested
+/// pattern, a time-travel option, the path turned off or an attached store).
+#[allow(clippy::too_many_arguments)]
+unsafe fn pull_shape(
+    instance: &Instance,
+    caller: &crate::session::Caller,
+    store: &planner::layout::StoreName,
+    schema: &Arc<planner::schema::Schema>,
+    pattern: &str,
+    many: bool,
+    opts: &planner::QueryOptions,
+    compile: &dyn Fn() -> Result<planner::pull::CompiledPull, String>,
+) -> Result<Option<Arc<PullShape>>, String> {
+    if !instance.entity_path || store.catalog.is_some() || opts.as_of.is_some() || opts.since.is_some() || opts.history
+    {
+        return Ok(None);
+    }
+    let key = format!("{}{pattern}", if many { "many " } else { "one " });
+    if let Some(shape) = instance.pull_shapes.get(store, &key, schema) {
+        return Ok(shape.specs.is_some().then_some(shape));
+    }
+    let compiled = compile()?;
+    let specs = planner::pull::flat_fields(pattern, schema, store, opts);
+    let types = match specs {
+        Some(_) => {
+            let sql = if many { compiled.many_sql() } else { compiled.one_sql() };
+            crate::query::result_types(instance, caller, &sql)?
+        }
+        None => Vec::new(),
+    };
+    let shape = Arc::new(PullShape { specs, types });
+    instance.pull_shapes.put(store, &key, schema, shape.clone());
+    Ok(shape.specs.is_some().then_some(shape))
+}
+
+/// What the entity path keeps of a pull pattern: its flat fields (None: not flat) and the result types.
+pub struct PullShape {
+    specs: Option<Vec<planner::pull::Spec>>,
+    types: Vec<crate::query::OwnedType>,
 }
 
 /// The entids a pull names, when they are all given directly: an integer, an ident (resolved by `entity_sql`),

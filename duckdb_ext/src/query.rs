@@ -282,12 +282,25 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     };
     let (caller, store_name, opts) = read_options(info, &extra.instance)?;
     let schema = store_schema(&extra.instance, &store_name)?;
+    let instance = &extra.instance;
+    // A query text seen before on this schema is planned for the entity path without compiling SQL.
+    if extra.mode == Mode::Query {
+        if let Some(shape) = instance.query_shapes.get(&store_name, &query, &schema) {
+            if let Some(plan) = crate::entity::plan(instance, &shape, inputs.as_deref(), &schema, &store_name, &opts) {
+                if let Some(answer) = crate::entity::answer(instance, &store_name, &plan, &shape)? {
+                    return Ok(answer.bind(info));
+                }
+            }
+        }
+    }
     let compiled =
         planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
-    let entity =
-        crate::entity::plan(&extra.instance, &query, inputs.as_deref(), &schema, &store_name, &opts, &compiled);
-    if let (Mode::Query, Some(plan)) = (extra.mode, &entity) {
-        if let Some(answer) = crate::entity::answer(&extra.instance, &store_name, plan, &compiled)? {
+    let shape = crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled);
+    let entity = shape
+        .as_ref()
+        .and_then(|shape| crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts));
+    if let (Mode::Query, Some(plan), Some(shape)) = (extra.mode, &entity, &shape) {
+        if let Some(answer) = crate::entity::answer(instance, &store_name, plan, shape)? {
             return Ok(answer.bind(info));
         }
     }
@@ -350,20 +363,45 @@ pub(crate) unsafe fn bind_statement(
     Ok(bound)
 }
 
-/// Declares the result columns of `sql` (prepared on a query connection, through its statement cache) under
-/// `names`, and returns bind data that writes `answer` instead of running the statement: the entity path's
-/// answers keep the general path's exact column types.
+/// The result column types of `sql`, prepared on a query connection (through its statement cache) that has
+/// taken on the `caller`'s session: the entity path's answers keep the general path's exact column types.
+pub(crate) unsafe fn result_types(instance: &Instance, caller: &Caller, sql: &str) -> Result<Vec<OwnedType>, String> {
+    let mut conn = instance.raw.get()?;
+    let raw = conn.conn.as_mut().ok_or("no connection")?;
+    raw.adopt(caller)?;
+    let prepared = raw.prepare(sql)?;
+    let columns = ffi::duckdb_prepared_statement_column_count(prepared);
+    Ok((0..columns).map(|i| OwnedType(ffi::duckdb_prepared_statement_column_logical_type(prepared, i))).collect())
+}
+
+/// A DuckDB logical type that mentat owns (destroyed on drop); DuckDB copies it when a column is declared.
+pub struct OwnedType(pub ffi::duckdb_logical_type);
+
+// SAFETY: a logical type is immutable once created; declaring a column copies it (a shared_ptr copy, whose count
+// is atomic), so it may be read from any thread.
+unsafe impl Send for OwnedType {}
+unsafe impl Sync for OwnedType {}
+
+impl Drop for OwnedType {
+    fn drop(&mut self) {
+        // SAFETY: the type was created for us and is destroyed once.
+        unsafe { ffi::duckdb_destroy_logical_type(&mut self.0) };
+    }
+}
+
+/// Declares result columns `names` of `types`, and returns bind data that writes `answer` instead of running a
+/// statement.
 pub(crate) unsafe fn bind_answer(
     info: ffi::duckdb_bind_info,
-    instance: &Instance,
-    caller: &Caller,
-    sql: &str,
     names: &[&str],
+    types: &[OwnedType],
     answer: Box<dyn crate::entity::Write>,
-) -> Result<Bound, String> {
-    let declared = bind_statement(info, instance, caller, sql, names, &[])?;
-    drop(declared);
-    Ok(Bound::answered(answer))
+) -> Bound {
+    for (name, ty) in names.iter().zip(types) {
+        let cname = CString::new(*name).unwrap_or_default();
+        ffi::duckdb_bind_add_result_column(info, cname.as_ptr(), ty.0);
+    }
+    Bound::answered(answer)
 }
 
 /// Hands DuckDB the outcome of a bind: the bind data, or the error (a panic is reported as `what` panicking).

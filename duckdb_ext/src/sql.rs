@@ -72,7 +72,8 @@ unsafe fn execute_inner(
         let compiled = planner::compile_query(&query, inputs.as_deref(), &schema, &name, &Default::default())
             .map_err(|e| e.to_string())?;
         let opts = planner::QueryOptions::default();
-        let entity = crate::entity::plan(instance, &query, inputs.as_deref(), &schema, &name, &opts, &compiled);
+        let entity = crate::entity::shape_of(instance, &name, &query, &schema, &compiled)
+            .and_then(|shape| crate::entity::plan(instance, &shape, inputs.as_deref(), &schema, &name, &opts));
         // mentat_q answers this query from the entity index when it can; the comment says so (the statement
         // itself is the general path, which `query()` runs)
         let sql = match entity {

@@ -102,15 +102,28 @@ pub fn compile_query(
     emit::emit(&ctx, &query, &alg)
 }
 
-/// The entity path's plan for a query already compiled to `compiled` ([`entity::plan`]), or None when only the
-/// general path answers it: `since`, `history`, as-of an instant, or a query that is not entity-shaped.
+/// What the entity path needs of a query text, kept between calls: the query parsed once and the general
+/// path's output columns (names and types, which the entity path's answers keep). Built from a compiled query
+/// by [`entity_shape`]; with it, a call with new inputs is planned by [`entity_plan`] without compiling SQL.
+#[derive(Clone, Debug)]
+pub struct EntityShape {
+    query: parse::Query,
+    pub columns: Vec<OutputColumn>,
+}
+
+/// The shape of `query_edn`, whose compiled form is `compiled`; None when it cannot be parsed.
+pub fn entity_shape(query_edn: &str, compiled: &CompiledQuery) -> Option<EntityShape> {
+    Some(EntityShape { query: parse::parse_query(query_edn).ok()?, columns: compiled.columns.clone() })
+}
+
+/// The entity path's plan for a query of shape `shape` with `inputs_edn` ([`entity::plan`]), or None when only
+/// the general path answers it (including every time-travel option but as-of a tx entid).
 pub fn entity_plan(
-    query_edn: &str,
+    shape: &EntityShape,
     inputs_edn: Option<&str>,
     schema: &Schema,
     store: &StoreName,
     opts: &QueryOptions,
-    compiled: &CompiledQuery,
 ) -> Option<entity::EntityPlan> {
     // as-of a tx entid is served (the index keeps history); as-of an instant, since and history are not
     let as_of = match &opts.as_of {
@@ -121,7 +134,6 @@ pub fn entity_plan(
     if opts.since.is_some() || opts.history {
         return None;
     }
-    let query = parse::parse_query(query_edn).ok()?;
     let ctx = Ctx::new(schema, store, opts);
-    entity::plan(&query, inputs_edn, schema, &compiled.columns, &ctx).map(|p| entity::EntityPlan { as_of, ..p })
+    entity::plan(&shape.query, inputs_edn, schema, &shape.columns, &ctx).map(|p| entity::EntityPlan { as_of, ..p })
 }
