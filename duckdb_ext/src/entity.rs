@@ -39,8 +39,11 @@ pub fn enabled_by_environment() -> bool {
 /// for an entity read cost about as much as answering it). An entry is used only while the store's schema is
 /// the one it was built for; the cache is emptied when it reaches [`SHAPES`] entries.
 pub struct Shapes<T> {
-    map: Mutex<HashMap<ShapeKey, (Arc<Schema>, Arc<T>)>>,
+    map: Mutex<HashMap<ShapeKey, Kept<T>>>,
 }
+
+/// A kept value with the schema it was built for.
+type Kept<T> = (Arc<Schema>, Arc<T>);
 
 /// A store and a text (a query, or a pull pattern with its arity).
 type ShapeKey = (StoreName, String);
