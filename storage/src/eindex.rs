@@ -722,6 +722,11 @@ impl EntityIndex {
         self.building.lock().unwrap_or_else(|p| p.into_inner()).insert(a)
     }
 
+    /// Whether attribute `a` is being read (between [`EntityIndex::start_building`] and the end of its read).
+    pub fn is_building(&self, a: Entid) -> bool {
+        self.building.lock().unwrap_or_else(|p| p.into_inner()).contains(&a)
+    }
+
     /// Leaves attribute `a` out of the index (its queries take the general path) until the index is cleared.
     fn refuse(&self, a: Entid) {
         let mut next = (*self.snapshot()).clone();
