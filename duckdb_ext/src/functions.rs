@@ -31,6 +31,7 @@ type Res<T> = Result<T, Box<dyn Error>>;
 /// Registers every mentat SQL function on `con`, sharing `instance`.
 pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Transact, _>("mentat_transact", instance)?;
+    con.register_table_function_with_extra_info::<TransactMany, _>("mentat_transact_many", instance)?;
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
     con.register_table_function_with_extra_info::<EntityIndexFn, _>("mentat_entity_index", instance)?;
     crate::import::register(con, instance)?;
@@ -177,28 +178,142 @@ impl VTab for Transact {
         let b = func.get_bind_data();
         let report = write_for(&b.instance, &b.caller, |conn| {
             let store = b.instance.stores.open(conn, &b.store, true)?;
-            storage::transactor::transact(conn, &store, &b.edn)
+            if b.instance.group_commit {
+                storage::group::transact(conn, &store, &b.edn)
+            } else {
+                storage::transactor::transact(conn, &store, &b.edn)
+            }
         })?;
-        put::<i64>(&mut output.flat_vector(0), 0, report.tx);
-        put::<i64>(&mut output.flat_vector(1), 0, report.tx_instant);
-        put::<i64>(&mut output.flat_vector(2), 0, report.datoms);
-        let mut map = output.list_vector(3);
-        let n = report.tempids.len();
-        let entries = map.struct_child(n.max(1));
-        let keys = entries.child(0, n.max(1));
-        let mut values = entries.child(1, n.max(1));
-        for (i, (k, e)) in report.tempids.iter().enumerate() {
-            keys.insert(i, k.as_str());
-            put::<i64>(&mut values, i, *e);
-        }
-        map.set_entry(0, 0, n);
-        map.set_len(n);
-        output.set_len(1);
+        put_reports(output, &[Ok(report)]);
         Ok(())
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
         Some(vec![varchar()])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), varchar())])
+    }
+}
+
+/// Writes transaction reports as rows `tx, tx_instant, datoms, tempids[, error]` from row 0 (at most one vector);
+/// a failed transaction is a row of NULLs with its error in the fifth column (which `mentat_transact` lacks).
+fn put_reports(output: &mut DataChunkHandle, reports: &[Result<storage::transactor::TxReport, String>]) {
+    let tempids: usize = reports.iter().map(|r| r.as_ref().map_or(0, |r| r.tempids.len())).sum();
+    let mut map = output.list_vector(3);
+    let entries = map.struct_child(tempids.max(1));
+    let keys = entries.child(0, tempids.max(1));
+    let mut values = entries.child(1, tempids.max(1));
+    let mut offset = 0;
+    for (row, r) in reports.iter().enumerate() {
+        match r {
+            Ok(report) => {
+                put::<i64>(&mut output.flat_vector(0), row, report.tx);
+                put::<i64>(&mut output.flat_vector(1), row, report.tx_instant);
+                put::<i64>(&mut output.flat_vector(2), row, report.datoms);
+                for (i, (k, e)) in report.tempids.iter().enumerate() {
+                    keys.insert(offset + i, k.as_str());
+                    put::<i64>(&mut values, offset + i, *e);
+                }
+                map.set_entry(row, offset, report.tempids.len());
+                offset += report.tempids.len();
+                if output.num_columns() > 4 {
+                    output.flat_vector(4).set_null(row);
+                }
+            }
+            Err(e) => {
+                for c in 0..3 {
+                    output.flat_vector(c).set_null(row);
+                }
+                map.set_entry(row, offset, 0);
+                map.set_null(row);
+                output.flat_vector(4).insert(row, e.as_str());
+            }
+        }
+    }
+    map.set_len(offset);
+    output.set_len(reports.len());
+}
+
+/// `mentat_transact_many(txs VARCHAR[] [, store := VARCHAR])`: runs each element of `txs` (EDN tx data, as for
+/// `mentat_transact`) as its own transaction, in list order, all written as one group with one COMMIT
+/// (`storage::group::transact_many`), and returns one row per element in order: `tx BIGINT, tx_instant
+/// TIMESTAMPTZ, datoms BIGINT, tempids MAP(VARCHAR, BIGINT), error VARCHAR`. Semantics are those of calling
+/// `mentat_transact` on each element one after another (Datomic's serial transactions): each has its own tx and
+/// tempids and sees the ones before it. An element that fails (malformed EDN, unknown attribute, unique conflict,
+/// cas mismatch, NULL) is a row with NULLs and its `error`, and writes nothing; the others are written. Rows come
+/// back after the COMMIT, so every reported tx is durable. Errors (no rows): the store cannot be written, the
+/// COMMIT failed, or the call was interrupted before it.
+pub struct TransactMany;
+
+pub struct TransactManyBind {
+    instance: Arc<Instance>,
+    txs: Vec<Option<String>>,
+    store: StoreName,
+    caller: Caller,
+}
+
+/// The reports of a `mentat_transact_many` call, computed on its first output call and paged out.
+pub struct ManyReports {
+    reports: std::sync::Mutex<Option<Vec<Result<storage::transactor::TxReport, String>>>>,
+    cursor: Cursor,
+}
+
+impl VTab for TransactMany {
+    type InitData = ManyReports;
+    type BindData = TransactManyBind;
+
+    fn bind(bind: &BindInfo) -> Res<TransactManyBind> {
+        bind.add_result_column("tx", bigint());
+        bind.add_result_column("tx_instant", LogicalTypeHandle::from(LogicalTypeId::TimestampTZ));
+        bind.add_result_column("datoms", bigint());
+        bind.add_result_column("tempids", LogicalTypeHandle::map(&varchar(), &bigint()));
+        bind.add_result_column("error", varchar());
+        let list = bind.get_parameter(0);
+        if list.is_null() {
+            return Err("mentat_transact_many: the list of transactions is NULL".into());
+        }
+        let items = list.to_list().ok_or("mentat_transact_many: the transactions are a VARCHAR[] of EDN tx data")?;
+        let txs = items.iter().map(|v| (!v.is_null()).then(|| v.to_string())).collect();
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (caller, store) = caller_and_store(bind, &instance)?;
+        Ok(TransactManyBind { instance, txs, store, caller })
+    }
+
+    fn init(_: &InitInfo) -> Res<ManyReports> {
+        Ok(ManyReports { reports: std::sync::Mutex::new(None), cursor: Cursor { next: Default::default() } })
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        let (b, state) = (func.get_bind_data(), func.get_init_data());
+        let mut reports = state.reports.lock().unwrap_or_else(|p| p.into_inner());
+        if reports.is_none() {
+            let texts: Vec<&str> = b.txs.iter().flatten().map(String::as_str).collect();
+            let mut done = write_for(&b.instance, &b.caller, |conn| {
+                let store = b.instance.stores.open(conn, &b.store, true)?;
+                let out = storage::group::transact_many(conn, &store, &texts);
+                // interrupted before the COMMIT: the call fails as a whole (nothing was written)
+                if !out.is_empty() && out.iter().all(|r| matches!(r, Err(storage::StorageError::Interrupted))) {
+                    return Err(storage::StorageError::Interrupted);
+                }
+                Ok(out)
+            })?
+            .into_iter();
+            let all = b.txs.iter().map(|t| match t {
+                Some(_) => done.next().map_or_else(|| Err("no report".to_string()), |r| r.map_err(|e| e.to_string())),
+                None => Err("mentat_transact_many: the transaction is NULL".to_string()),
+            });
+            *reports = Some(all.collect());
+        }
+        let all = reports.as_ref().map_or(&[][..], |r| r.as_slice());
+        let page = state.cursor.page(all.len());
+        put_reports(output, &all[page]);
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![LogicalTypeHandle::list(&varchar())])
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {

@@ -39,6 +39,10 @@ pub struct Instance {
     pub default_catalog: String,
     /// Whether entity-shaped queries may be answered from the entity index (`entity.rs`).
     pub entity_path: bool,
+    /// Whether `mentat_transact` goes through the store's group commit (`storage::group`); `MENTAT_GROUP_COMMIT=0`
+    /// in the environment when mentat is loaded sends each call through the one-at-a-time transactor instead,
+    /// so the tests can run every transaction through both.
+    pub group_commit: bool,
     /// Query texts the entity path has seen, parsed, with their output columns.
     pub query_shapes: entity::Shapes<planner::EntityShape>,
     /// Pull patterns the entity path has seen, with their fields and result types.
@@ -107,12 +111,14 @@ unsafe fn init(
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);
     let pool = pool::Pool::open(con, pool::SIZE)?;
     let entity_path = entity::enabled_by_environment();
+    let group_commit = !matches!(std::env::var("MENTAT_GROUP_COMMIT").as_deref(), Ok("0") | Ok("false") | Ok("off"));
     let instance = Arc::new(Instance {
         pool,
         raw,
         stores: Default::default(),
         default_catalog,
         entity_path,
+        group_commit,
         query_shapes: Default::default(),
         pull_shapes: Default::default(),
     });

@@ -5,6 +5,7 @@
 
 pub mod eindex;
 pub mod error;
+pub mod group;
 pub mod import;
 pub mod interrupt;
 pub mod parquet;

@@ -47,6 +47,8 @@ pub struct Store {
     catalog_oid: Option<i64>,
     /// The store's current datoms in memory, for entity-shaped queries (`eindex.rs`).
     pub index: crate::eindex::EntityIndex,
+    /// Transactions waiting for the group commit (`group.rs`).
+    pub queue: crate::group::Queue,
 }
 
 /// Entries the unique-value cache holds at most; past that it starts again empty.
@@ -98,8 +100,15 @@ impl Store {
 
     /// Replaces the cached state after a transaction committed, keeping the unique-value cache right: the
     /// `retracted` (attribute, value) pairs leave it and the `asserted` (attribute, value, entity) enter it.
-    pub fn commit_state(&self, s: StoreState, retracted: &[(Entid, Val)], asserted: Vec<(Entid, Val, Entid)>) {
+    pub fn commit_state(&self, s: StoreState, retracted: &[(Entid, Val)], asserted: &[(Entid, Val, Entid)]) {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
+        self.apply_lookups(retracted, asserted);
+    }
+
+    /// Keeps the unique-value cache right after a transaction's writes: the `retracted` (attribute, value) pairs
+    /// leave it and the `asserted` (attribute, value, entity) enter it. A group commit applies each member's
+    /// changes before the next member runs, and [`Store::clear_lookups`] when the group rolls back.
+    pub fn apply_lookups(&self, retracted: &[(Entid, Val)], asserted: &[(Entid, Val, Entid)]) {
         let mut cache = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
         for k in retracted {
             cache.remove(k);
@@ -108,8 +117,13 @@ impl Store {
             cache.clear();
         }
         for (a, v, e) in asserted {
-            cache.insert((a, v), e);
+            cache.insert((*a, v.clone()), *e);
         }
+    }
+
+    /// Empties the unique-value cache (it is filled again from the database as lookups need it).
+    pub fn clear_lookups(&self) {
+        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// Why the store cannot be written, or None when it can.
@@ -169,6 +183,7 @@ impl Registry {
             lookups: Mutex::new(HashMap::new()),
             catalog_oid,
             index: Default::default(),
+            queue: Default::default(),
         });
         stores.insert(name.clone(), store.clone());
         Ok(store)

@@ -47,42 +47,55 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
     trace.mark("edn");
-    let (report, state, (retracted, asserted), written) =
-        crate::in_transaction(conn, || run_open(conn, store, &forms, &mut trace))?;
+    let a = crate::in_transaction(conn, || run_open(conn, store, &forms, &mut trace))?;
     trace.mark("commit");
-    store.commit_state(state, &retracted, asserted);
-    store.index.apply(report.tx, &written.0, &written.1);
+    store.commit_state(a.state, &a.cache.0, &a.cache.1);
+    store.index.apply(a.report.tx, &a.written.0, &a.written.1);
     trace.mark("index");
-    trace.print(&format!("tx {} ({} datoms)", report.tx, report.datoms));
-    Ok(report)
+    trace.print(&format!("tx {} ({} datoms)", a.report.tx, a.report.datoms));
+    Ok(a.report)
 }
 
 /// The datoms a transaction wrote: asserted, and retracted with the tx that asserted each.
-type Written = (Vec<Eav>, Vec<(Eav, Entid)>);
+pub(crate) type Written = (Vec<Eav>, Vec<(Eav, Entid)>);
 
-/// The work of a transaction inside the caller's open DuckDB transaction, writes included, up to (not including)
-/// COMMIT: the report, the store state after it, the unique-value cache changes and the datoms written, to apply
-/// to the caches once committed.
-fn run_open(
-    conn: &Connection,
-    store: &Store,
-    forms: &[edn_format::Value],
-    trace: &mut Trace,
-) -> Result<(TxReport, StoreState, CacheChanges, Written)> {
+/// What one transaction did inside its open DuckDB transaction, up to (not including) COMMIT: its report, the
+/// store state after it, and the unique-value cache changes and datoms written, which the caches take once the
+/// COMMIT has returned.
+pub(crate) struct Applied {
+    pub report: TxReport,
+    pub state: StoreState,
+    pub cache: CacheChanges,
+    pub written: Written,
+}
+
+fn run_open(conn: &Connection, store: &Store, forms: &[edn_format::Value], trace: &mut Trace) -> Result<Applied> {
     // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
     let state = store.refresh(conn)?;
     trace.mark("refresh");
+    run_member(conn, store, &state, forms, trace)
+}
+
+/// Runs one transaction's forms against `state` (the store's state, or the state a group's earlier members left)
+/// inside the caller's open DuckDB transaction, writes included.
+pub(crate) fn run_member(
+    conn: &Connection,
+    store: &Store,
+    state: &StoreState,
+    forms: &[edn_format::Value],
+    trace: &mut Trace,
+) -> Result<Applied> {
     let terms = parse_forms(forms, &state.schema)?;
     trace.mark("terms");
-    let mut tx = Tx::new(conn, store, &state);
+    let mut tx = Tx::new(conn, store, state);
     let report = tx.run(terms, trace)?;
     let cache = std::mem::take(&mut tx.cache_changes);
     let written = std::mem::take(&mut tx.written);
-    Ok((report, StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache, written))
+    Ok(Applied { report, state: StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache, written })
 }
 
 /// A datom without its tx: entity, attribute, value.
-type Eav = (Entid, Entid, Val);
+pub(crate) type Eav = (Entid, Entid, Val);
 
 /// Transactions of at most this many datoms (and lookups of at most this many pairs) use point statements
 /// with bound parameters instead of staging rows.
@@ -92,7 +105,7 @@ const SMALL_TX: usize = 16;
 type CurrentValues = HashMap<(Entid, Entid), Vec<(Val, Entid)>>;
 
 /// Unique datoms a transaction changed: (attribute, value) retracted, (attribute, value, entity) asserted.
-type CacheChanges = (Vec<(Entid, Val)>, Vec<(Entid, Val, Entid)>);
+pub(crate) type CacheChanges = (Vec<(Entid, Val)>, Vec<(Entid, Val, Entid)>);
 
 struct Tx<'a> {
     conn: &'a Connection,
@@ -787,7 +800,8 @@ impl<'a> Tx<'a> {
                 ),
             }),
             Some((us, _)) => Ok(us),
-            None => Ok(chrono::Utc::now().timestamp_micros().max(last)),
+            // strictly after the last one, so that every tx has its own instant (Datomic's log order)
+            None => Ok(chrono::Utc::now().timestamp_micros().max(last + 1)),
         }
     }
 
@@ -1000,7 +1014,7 @@ pub fn transact_speculative<R>(
     let _writer = store.lock_writer();
     let forms = parse_edn(edn)?;
     let open = crate::Open::begin(conn)?;
-    let out = run_open(conn, store, &forms, &mut trace).and_then(|(report, state, _, _)| f(&report, &state));
+    let out = run_open(conn, store, &forms, &mut trace).and_then(|a| f(&a.report, &a.state));
     drop(open); // rolled back: nothing of the transaction stays
     out
 }

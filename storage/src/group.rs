@@ -1,0 +1,190 @@
+//! Group commit: transactions of one store that arrive while another is being written wait in a queue, and the
+//! next leader writes the whole queue in one DuckDB transaction with one COMMIT (one WAL sync), then hands each
+//! caller its own report. DuckDB's own WAL group commit only overlaps concurrent DuckDB transactions; ours are
+//! serialized by the store's writer lock, so batching them is the transactor's job.
+//!
+//! Serial equivalence (Datomic's single-writer semantics): a group of N gives exactly the result of N
+//! transactions run one after another in arrival order. Each member is its own transaction: its own tx entid,
+//! a strictly later `:db/txInstant`, its own tempids; it sees the members before it (their datoms through the
+//! open DuckDB transaction, their schema and partition marks through the chained store state, their unique
+//! values through the transactor's cache, updated member by member). A member that fails (bad EDN, unknown
+//! attribute, unique conflict, cas mismatch) fails alone: the group is rolled back, that member is reported with
+//! its error, and the others are written again without it (a failing member costs its group one more pass;
+//! DuckDB has no savepoints to undo one member alone). Everything is acknowledged after the COMMIT returns, so an
+//! acknowledged transaction is durable.
+//!
+//! [`transact_many`] is the batch itself (`mentat_transact_many`); [`transact`] is one caller's transaction
+//! through the queue (`mentat_transact`).
+
+use crate::error::{Result, StorageError};
+use crate::store::Store;
+use crate::trace::Trace;
+use crate::transactor::{self, TxReport};
+use crate::txparse::parse_edn;
+use duckdb::Connection;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Transactions a group holds at most; the rest wait for the next group.
+pub const GROUP_MAX: usize = 4096;
+
+/// EDN bytes of a group past which its texts are parsed on all cores (rayon).
+pub const PARALLEL_PARSE_BYTES: usize = 16 * 1024;
+
+/// Transactions waiting for a leader, and reports waiting for their callers (one per store).
+#[derive(Default)]
+pub struct Queue {
+    state: Mutex<Waiting>,
+    decided: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    next_id: u64,
+    pending: Vec<(u64, String)>,
+    decided: HashMap<u64, Result<TxReport>>,
+    leading: bool,
+}
+
+fn lock(m: &Mutex<Waiting>) -> MutexGuard<'_, Waiting> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs one transaction of EDN tx data against `store` through the store's queue: the caller either becomes the
+/// leader and writes every waiting transaction as one group on `conn`, or waits while another caller's
+/// connection writes its transaction in a group. Same result and errors as [`transactor::transact`]; the
+/// report comes back once the group's COMMIT has returned.
+pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport> {
+    let queue = &store.queue;
+    let mut q = lock(&queue.state);
+    let mut id = enqueue(&mut q, edn);
+    loop {
+        if let Some(r) = q.decided.remove(&id) {
+            // A group that a leader's interrupt rolled back took this caller's transaction with it: it was not
+            // written, and this caller did not ask to stop, so it waits for the next group.
+            if matches!(r, Err(StorageError::Interrupted)) && !crate::interrupt::requested() {
+                id = enqueue(&mut q, edn);
+                continue;
+            }
+            return r;
+        }
+        if !q.leading {
+            q.leading = true;
+            let n = q.pending.len().min(GROUP_MAX);
+            let group: Vec<(u64, String)> = q.pending.drain(..n).collect();
+            drop(q);
+            let texts: Vec<&str> = group.iter().map(|(_, t)| t.as_str()).collect();
+            let reports = std::panic::catch_unwind(AssertUnwindSafe(|| transact_many(conn, store, &texts)))
+                .unwrap_or_else(|_| {
+                    let msg = "the transactor panicked while writing a group; nothing of it was written";
+                    texts.iter().map(|_| Err(StorageError::Store(msg.into()))).collect()
+                });
+            q = lock(&queue.state);
+            for ((id, _), r) in group.iter().zip(reports) {
+                q.decided.insert(*id, r);
+            }
+            q.leading = false;
+            queue.decided.notify_all();
+            continue;
+        }
+        q = queue.decided.wait(q).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+fn enqueue(q: &mut Waiting, edn: &str) -> u64 {
+    let id = q.next_id;
+    q.next_id += 1;
+    q.pending.push((id, edn.to_string()));
+    id
+}
+
+/// Runs `edns` against `store` on `conn` as consecutive transactions written in one DuckDB transaction with one
+/// COMMIT, and returns one result per transaction, in order (see the module docs for the semantics). The EDN
+/// texts are parsed in parallel; the writes are the store's single writer's. A store that cannot be written,
+/// a failed COMMIT or an interrupt fails every member that was not already decided.
+pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Result<TxReport>> {
+    if let Some(why) = store.read_only() {
+        let msg = format!("{} is read-only ({why}): transactions cannot change it", store.name);
+        return edns.iter().map(|_| Err(StorageError::Store(msg.clone()))).collect();
+    }
+    // on all cores when there is enough to parse (a handful of small texts parse faster than a pool hand-off)
+    let bytes: usize = edns.iter().map(|t| t.len()).sum();
+    let parsed: Vec<Result<Vec<edn_format::Value>>> = if edns.len() > 1 && bytes >= PARALLEL_PARSE_BYTES {
+        edns.par_iter().map(|t| parse_edn(t)).collect()
+    } else {
+        edns.iter().map(|t| parse_edn(t)).collect()
+    };
+    let mut forms = Vec::with_capacity(edns.len());
+    let mut results: Vec<Option<Result<TxReport>>> = Vec::with_capacity(edns.len());
+    for p in parsed {
+        match p {
+            Ok(f) => {
+                forms.push(f);
+                results.push(None);
+            }
+            Err(e) => {
+                forms.push(Vec::new());
+                results.push(Some(Err(e)));
+            }
+        }
+    }
+    let _writer = store.lock_writer();
+    loop {
+        let members: Vec<usize> = (0..results.len()).filter(|i| results[*i].is_none()).collect();
+        if members.is_empty() {
+            break;
+        }
+        let mut failed: Option<(usize, StorageError)> = None;
+        let outcome = crate::in_transaction(conn, || {
+            let mut state = store.refresh(conn)?;
+            let mut applied = Vec::with_capacity(members.len());
+            for (k, &i) in members.iter().enumerate() {
+                match transactor::run_member(conn, store, &state, &forms[i], &mut Trace::start()) {
+                    Ok(a) => {
+                        // the next member sees this one's unique values (undone below if the group rolls back)
+                        store.apply_lookups(&a.cache.0, &a.cache.1);
+                        state = a.state.clone();
+                        applied.push(a);
+                    }
+                    // an interrupt stops the whole group, not one member (the others would each meet it in turn)
+                    Err(StorageError::Interrupted) => return Err(StorageError::Interrupted),
+                    Err(e) => {
+                        failed = Some((k, e));
+                        return Err(StorageError::Store("a member of the group failed".into()));
+                    }
+                }
+            }
+            Ok((applied, state))
+        });
+        match outcome {
+            Ok((applied, state)) => {
+                store.commit_state(state, &[], &[]);
+                for (&i, a) in members.iter().zip(applied) {
+                    store.index.apply(a.report.tx, &a.written.0, &a.written.1);
+                    results[i] = Some(Ok(a.report));
+                }
+            }
+            Err(group_error) => {
+                // the rolled-back members' unique values may be in the cache: start it again empty
+                store.clear_lookups();
+                match failed {
+                    Some((k, e)) => results[members[k]] = Some(Err(e)),
+                    None => {
+                        let msg = group_error.to_string();
+                        let interrupted = matches!(group_error, StorageError::Interrupted);
+                        for &i in &members {
+                            results[i] = Some(Err(if interrupted {
+                                StorageError::Interrupted
+                            } else {
+                                StorageError::Store(format!("the group commit holding this transaction failed: {msg}"))
+                            }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    results.into_iter().map(|r| r.expect("every member is decided")).collect()
+}
