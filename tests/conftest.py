@@ -20,6 +20,21 @@ def connect(path=":memory:"):
     return con
 
 
+def connect_with(path=":memory:", **env):
+    """`connect(path)` with environment variables set while mentat loads (it reads its switches then, e.g.
+    MENTAT_ENTITY_PATH="0"), restored afterwards."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return connect(path)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "store.duckdb"

@@ -3,7 +3,6 @@ general path (one SQL statement): the same random stores and transactions in two
 `MENTAT_ENTITY_PATH=0`, every answer compared; which shapes take the path (mentat_explain); reads after writes,
 several stores, a reopened store and an attached Parquet store."""
 import json
-import os
 import random
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import textwrap
 import duckdb
 import pytest
 
-from conftest import EXT, connect, q, rows, transact
+from conftest import EXT, connect, connect_with, q, rows, transact
 
 SCHEMA = ("[{:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
           ":db/unique :db.unique/identity}"
@@ -30,15 +29,7 @@ STATES = [":s/a", ":s/b", ":s/c"]
 
 def instance(path_on, path=":memory:"):
     """A fresh DuckDB instance with mentat loaded, the entity path on or off (read when mentat loads)."""
-    old = os.environ.get("MENTAT_ENTITY_PATH")
-    os.environ["MENTAT_ENTITY_PATH"] = "1" if path_on else "0"
-    try:
-        return connect(path)
-    finally:
-        if old is None:
-            del os.environ["MENTAT_ENTITY_PATH"]
-        else:
-            os.environ["MENTAT_ENTITY_PATH"] = old
+    return connect_with(path, MENTAT_ENTITY_PATH="1" if path_on else "0")
 
 
 def person(rng, i):

@@ -2,13 +2,12 @@
 after another (Datomic's serial transactions), a failing member fails alone, and many writers on threads end
 with the store that replaying their acknowledged transactions one by one in tx order gives. The one-by-one runs
 use an instance loaded with MENTAT_GROUP_COMMIT=0 (the transactor without the queue)."""
-import os
 import random
 import threading
 
 import pytest
 
-from conftest import connect, q, transact
+from conftest import connect, connect_with, q, transact
 
 SCHEMA = ("[{:db/ident :u/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
           ":db/unique :db.unique/identity}"
@@ -21,15 +20,7 @@ SCHEMA = ("[{:db/ident :u/email :db/valueType :db.type/string :db/cardinality :d
 
 def serial_instance(path=":memory:"):
     """An instance whose mentat_transact runs each call on its own (no group commit)."""
-    old = os.environ.get("MENTAT_GROUP_COMMIT")
-    os.environ["MENTAT_GROUP_COMMIT"] = "0"
-    try:
-        return connect(path)
-    finally:
-        if old is None:
-            del os.environ["MENTAT_GROUP_COMMIT"]
-        else:
-            os.environ["MENTAT_GROUP_COMMIT"] = old
+    return connect_with(path, MENTAT_GROUP_COMMIT="0")
 
 
 def many(con, txs, store=None):

@@ -154,10 +154,7 @@ impl VTab for Transact {
     type BindData = TransactBind;
 
     fn bind(bind: &BindInfo) -> Res<TransactBind> {
-        bind.add_result_column("tx", bigint());
-        bind.add_result_column("tx_instant", LogicalTypeHandle::from(LogicalTypeId::TimestampTZ));
-        bind.add_result_column("datoms", bigint());
-        bind.add_result_column("tempids", LogicalTypeHandle::map(&varchar(), &bigint()));
+        report_columns(bind);
         let edn = bind.get_parameter(0);
         if edn.is_null() {
             return Err("mentat_transact: the transaction is NULL".into());
@@ -195,6 +192,15 @@ impl VTab for Transact {
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
         Some(vec![("store".to_string(), varchar())])
     }
+}
+
+/// Declares a transaction report's columns: `tx BIGINT, tx_instant TIMESTAMPTZ, datoms BIGINT, tempids MAP(VARCHAR,
+/// BIGINT)`.
+fn report_columns(bind: &BindInfo) {
+    bind.add_result_column("tx", bigint());
+    bind.add_result_column("tx_instant", LogicalTypeHandle::from(LogicalTypeId::TimestampTZ));
+    bind.add_result_column("datoms", bigint());
+    bind.add_result_column("tempids", LogicalTypeHandle::map(&varchar(), &bigint()));
 }
 
 /// Writes transaction reports as rows `tx, tx_instant, datoms, tempids[, error]` from row 0 (at most one vector);
@@ -265,10 +271,7 @@ impl VTab for TransactMany {
     type BindData = TransactManyBind;
 
     fn bind(bind: &BindInfo) -> Res<TransactManyBind> {
-        bind.add_result_column("tx", bigint());
-        bind.add_result_column("tx_instant", LogicalTypeHandle::from(LogicalTypeId::TimestampTZ));
-        bind.add_result_column("datoms", bigint());
-        bind.add_result_column("tempids", LogicalTypeHandle::map(&varchar(), &bigint()));
+        report_columns(bind);
         bind.add_result_column("error", varchar());
         let list = bind.get_parameter(0);
         if list.is_null() {
