@@ -176,6 +176,58 @@ def W_arg(ds, sc, i):
     return Arg(ds, sc, i, probes=True)
 
 
+def single_tx(peer, ds, opts):
+    """One client, single-datom transactions of :issue/state, each its own transaction acknowledged when committed,
+    for `opts.update_time` seconds: transactions per second and their latency."""
+    pool = ds.writable_idxs()
+    s = peer.session()
+    rnd = random.Random(5)
+    lat = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < opts.update_time:
+        idx = int(pool[rnd.randrange(len(pool))])
+        t = time.perf_counter()
+        s.write_state(idx, W.STATES[rnd.randrange(5)])
+        lat.append((time.perf_counter() - t) * 1000)
+    return stats(lat, time.perf_counter() - t0)
+
+
+def fsync_floor(directory, n=200):
+    """The disk's own floor under a durable commit: 4 KiB appended to a file in `directory` and fsynced, n times."""
+    import os
+    path = os.path.join(directory, "fsync_probe.bin")
+    lat = []
+    with open(path, "ab") as f:
+        for _ in range(n):
+            t = time.perf_counter()
+            f.write(b"x" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+            lat.append((time.perf_counter() - t) * 1000)
+    os.remove(path)
+    return stats(lat)
+
+
+def transact_many(peer, ds, opts, batch=1000):
+    """One client handing over `batch` single-datom transactions of :issue/state per call (each its own
+    transaction, all acknowledged when durable) for `opts.update_time` seconds: transactions per second."""
+    pool = ds.writable_idxs()
+    s = peer.session()
+    rnd = random.Random(6)
+    calls, n = [], 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < opts.update_time:
+        pairs = [(int(pool[rnd.randrange(len(pool))]), W.STATES[rnd.randrange(5)]) for _ in range(batch)]
+        t = time.perf_counter()
+        s.write_states_many(pairs)
+        calls.append((time.perf_counter() - t) * 1000)
+        n += batch
+    el = time.perf_counter() - t0
+    out = stats(calls, el)
+    out["ops_s"] = n / el  # transactions, not calls
+    return out
+
+
 def update_heavy(peer, ds, opts, n_clients=64):
     """64 closed-loop clients: 95% single-datom updates of :issue/state, 5% point reads; scrambled Zipfian keys."""
     pool = ds.writable_idxs()

@@ -220,6 +220,40 @@ def _summary(rows, res, meta, charts):
             else:
                 L.append(f"| {p} | {_cell(rows, scale, p, 'update_heavy')} | | | |")
         L.append("")
+        if any(r["scenario"] == "update_heavy" and r["variant"].endswith("clients=1") for r in rows if r["scale"] == scale):
+            L.append("update_heavy at 1 and 8 clients: ops/s (per-second p1 / p50 / p99; update p50 / p95 / p99 ms)")
+            L.append("")
+            L.append("| peer | 1 client | 8 clients |")
+            L.append("|---|---:|---:|")
+            for p in peers:
+                cells = []
+                for n in (1, 8):
+                    a = _one(rows, scale=scale, peer=p, scenario="update_heavy", variant=f"all clients={n}")
+                    w_ = _one(rows, scale=scale, peer=p, scenario="update_heavy", variant=f"writes clients={n}")
+                    if a and w_:
+                        ps = json.loads(a["extra"])
+                        cells.append(f"{f(a['ops_s'])} ({f(ps['p1'])} / {f(ps['p50'])} / {f(ps['p99'])}; "
+                                     f"{f(w_['p50_ms'])} / {f(w_['p95_ms'])} / {f(w_['p99_ms'])})")
+                    else:
+                        cells.append("-")
+                L.append(f"| {p} | " + " | ".join(cells) + " |")
+            L.append("")
+        if any(r["scenario"] in ("single_tx", "transact_many") for r in rows if r["scale"] == scale):
+            L.append("### single_tx and transact_many: one client, single-datom transactions, each its own "
+                     "transaction (mentat syncs its WAL at every COMMIT; SQLite's WAL with synchronous=NORMAL syncs "
+                     "only at checkpoints)")
+            L.append("")
+            L.append("| peer | single_tx tx/s | p50 / p99 ms | the disk's fsync p50 ms | transact_many tx/s "
+                     "(1,000 per call) |")
+            L.append("|---|---:|---:|---:|---:|")
+            for p in peers:
+                a = _one(rows, scale=scale, peer=p, scenario="single_tx", variant="")
+                fs = _one(rows, scale=scale, peer=p, scenario="single_tx", variant="fsync floor")
+                m = _one(rows, scale=scale, peer=p, scenario="transact_many", variant="")
+                first = (f"{f(a['ops_s'])} | {f(a['p50_ms'])} / {f(a['p99_ms'])} | {f(fs['p50_ms']) if fs else '-'}"
+                         if a else f"{_cell(rows, scale, p, 'single_tx')} | | ")
+                L.append(f"| {p} | {first} | {f(m['ops_s']) if m else _cell(rows, scale, p, 'transact_many')} |")
+            L.append("")
         L.append("### cold_vs_warm: q1 in a new process")
         L.append("")
         L.append("| peer | open ms | first call ms | warm p50 ms |")

@@ -180,11 +180,33 @@ def writes(res, scale, peer, ds, opts, scenarios):
         if why:
             res.add(scale, peer.name, "update_heavy", status="skipped", reason=why)
         else:
-            out = guarded(res, scale, peer.name, "update_heavy", lambda: bench.update_heavy(peer, ds, opts))
+            # 64 clients keep the variant names of earlier runs; 1 and 8 clients are variants "... clients=N"
+            for n in (64, 1, 8):
+                out = guarded(res, scale, peer.name, "update_heavy",
+                              lambda n=n: bench.update_heavy(peer, ds, opts, n_clients=n))
+                if out:
+                    tag = "" if n == 64 else f" clients={n}"
+                    res.add(scale, peer.name, "update_heavy", "all" + tag, st=out["all"], extra=out["per_second"])
+                    res.add(scale, peer.name, "update_heavy", "writes" + tag, st=out["writes"])
+                    res.add(scale, peer.name, "update_heavy", "reads" + tag, st=out["reads"])
+    if "single_tx" in scenarios:
+        why = peer.unsupported("single_tx")
+        if why:
+            res.add(scale, peer.name, "single_tx", status="skipped", reason=why)
+        else:
+            out = guarded(res, scale, peer.name, "single_tx", lambda: bench.single_tx(peer, ds, opts))
             if out:
-                res.add(scale, peer.name, "update_heavy", "all", st=out["all"], extra=out["per_second"])
-                res.add(scale, peer.name, "update_heavy", "writes", st=out["writes"])
-                res.add(scale, peer.name, "update_heavy", "reads", st=out["reads"])
+                res.add(scale, peer.name, "single_tx", st=out)
+                res.add(scale, peer.name, "single_tx", "fsync floor", st=bench.fsync_floor(opts.workdir))
+    if "transact_many" in scenarios:
+        why = peer.unsupported("transact_many") or (
+            None if peer.name == "mentat" else "no call that hands over many separate transactions at once")
+        if why:
+            res.add(scale, peer.name, "transact_many", status="skipped", reason=why)
+        else:
+            out = guarded(res, scale, peer.name, "transact_many", lambda: bench.transact_many(peer, ds, opts))
+            if out:
+                res.add(scale, peer.name, "transact_many", st=out)
 
 
 def run_group(res, scale, group, scenarios, opts):

@@ -143,6 +143,15 @@ class MentatSession:
         return self.c.execute("SELECT tx FROM mentat_transact(?)",
                               [f"[[:db/add {int(self.p.idx_e[idx])} :issue/state {state}]]"]).fetchall()
 
+    def write_states_many(self, pairs):
+        """Single-datom transactions of (issue index, state), each its own, in one mentat_transact_many call."""
+        txs = [f"[[:db/add {int(self.p.idx_e[idx])} :issue/state {st}]]" for idx, st in pairs]
+        ok = self.c.execute("SELECT count(*) FILTER (WHERE error IS NULL) FROM mentat_transact_many(?)",
+                            [txs]).fetchall()[0][0]
+        if ok != len(txs):
+            raise W.WrongAnswer(f"WRONG ANSWER: mentat transact_many: {len(txs) - ok} of {len(txs)} transactions failed")
+        return ok
+
     def write_label(self, idx, label):
         return self.c.execute("SELECT tx FROM mentat_transact(?)",
                               [f'[[:db/add {int(self.p.idx_e[idx])} :issue/label [:label/name "{label}"]]]']).fetchall()
@@ -157,7 +166,9 @@ class DuckSQL(Peer):
     cannot = {"bulk_load": "reads mentat's tables (loaded by mentat's transactor); no load of its own",
               "cold_vs_warm": "same file and process as mentat; see mentat's row",
               "write_mixed": "writes go through mentat's transactor (hand SQL would skip history and checks)",
-              "update_heavy": "writes go through mentat's transactor (hand SQL would skip history and checks)"}
+              "update_heavy": "writes go through mentat's transactor (hand SQL would skip history and checks)",
+              "single_tx": "writes go through mentat's transactor (hand SQL would skip history and checks)",
+              "transact_many": "writes go through mentat's transactor (hand SQL would skip history and checks)"}
 
     def __init__(self, ds, workdir, opts, mentat):
         super().__init__(ds, workdir, opts)
