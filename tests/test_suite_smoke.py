@@ -26,7 +26,7 @@ def test_suite_smoke_xs(tmp_path):
     by = {(x["peer"], x["scenario"]): x for x in rows}
     # mentat and the hand-written SQL must run every scenario they support, with checked answers
     for sc in ["bulk_load", "q1", "q2", "q3", "q4", "as_of", "since", "input_bindings", "concurrency_sweep",
-               "cold_vs_warm", "write_mixed", "update_heavy"]:
+               "cold_vs_warm", "write_mixed", "update_heavy", "single_tx", "transact_many"]:
         assert by[("mentat", sc)]["status"] == "ok", (sc, by[("mentat", sc)])
     for sc in ["q1", "q2", "q3", "q4", "as_of", "since", "input_bindings", "pull"]:
         assert by[("duckdb_sql", sc)]["status"] == "ok", (sc, by[("duckdb_sql", sc)])
