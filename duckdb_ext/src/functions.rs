@@ -83,6 +83,14 @@ pub fn write_for<T>(
     }
 }
 
+/// The store the call names (`store :=`, resolved against the caller's session), which must exist.
+fn existing_store(bind: &BindInfo) -> Res<Arc<storage::store::Store>> {
+    let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+    let (_, name) = caller_and_store(bind, &instance)?;
+    let conn = instance.pool.get()?;
+    Ok(instance.stores.open(&conn, &name, false)?)
+}
+
 /// Writes `x` at row `i` of a flat vector whose physical type is `T`.
 fn put<T: Copy>(v: &mut duckdb::core::FlatVector<'_>, i: usize, x: T) {
     assert!(i < v.capacity(), "row {i} past the vector's capacity");
@@ -376,10 +384,7 @@ impl VTab for EntityIndexFn {
         ] {
             bind.add_result_column(name, t);
         }
-        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
-        let (_, name) = caller_and_store(bind, &instance)?;
-        let conn = instance.pool.get()?;
-        let store = instance.stores.open(&conn, &name, false)?;
+        let store = existing_store(bind)?;
         let schema = store.schema();
         let rows =
             store.index.stats().into_iter().map(|s| (schema.ident(s.attr).unwrap_or("?").to_string(), s)).collect();
@@ -435,10 +440,7 @@ impl VTab for SchemaFn {
         ] {
             bind.add_result_column(name, t);
         }
-        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
-        let (_, name) = caller_and_store(bind, &instance)?;
-        let conn = instance.pool.get()?;
-        let store = instance.stores.open(&conn, &name, false)?;
+        let store = existing_store(bind)?;
         let schema = store.schema();
         Ok(SchemaRows { rows: schema.attributes().into_iter().cloned().collect() })
     }

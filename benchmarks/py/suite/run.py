@@ -165,48 +165,41 @@ def cold(res, scale, peer, ds, opts):
                     "p99_ms": out["warm_p99_ms"], "ops_s": 1000 / out["warm_p50_ms"]})
 
 
+def attempt(res, scale, peer, name, fn, why=None):
+    """fn()'s output for scenario `name`, or None: a skipped row when the peer cannot run it (`why`, or the peer's
+    own reason), an error row when it failed (see `guarded`)."""
+    why = why or peer.unsupported(name)
+    if why:
+        res.add(scale, peer.name, name, status="skipped", reason=why)
+        return None
+    return guarded(res, scale, peer.name, name, fn)
+
+
 def writes(res, scale, peer, ds, opts, scenarios):
     if "write_mixed" in scenarios:
-        why = peer.unsupported("write_mixed")
-        if why:
-            res.add(scale, peer.name, "write_mixed", status="skipped", reason=why)
-        else:
-            out = guarded(res, scale, peer.name, "write_mixed", lambda: bench.write_mixed(peer, ds, opts))
-            if out:
-                res.add(scale, peer.name, "write_mixed", "writer", st=out["writer"])
-                res.add(scale, peer.name, "write_mixed", "readers", st=out["readers"])
+        out = attempt(res, scale, peer, "write_mixed", lambda: bench.write_mixed(peer, ds, opts))
+        if out:
+            res.add(scale, peer.name, "write_mixed", "writer", st=out["writer"])
+            res.add(scale, peer.name, "write_mixed", "readers", st=out["readers"])
     if "update_heavy" in scenarios:
-        why = peer.unsupported("update_heavy")
-        if why:
-            res.add(scale, peer.name, "update_heavy", status="skipped", reason=why)
-        else:
-            # 64 clients keep the variant names of earlier runs; 1 and 8 clients are variants "... clients=N"
-            for n in (64, 1, 8):
-                out = guarded(res, scale, peer.name, "update_heavy",
-                              lambda n=n: bench.update_heavy(peer, ds, opts, n_clients=n))
-                if out:
-                    tag = "" if n == 64 else f" clients={n}"
-                    res.add(scale, peer.name, "update_heavy", "all" + tag, st=out["all"], extra=out["per_second"])
-                    res.add(scale, peer.name, "update_heavy", "writes" + tag, st=out["writes"])
-                    res.add(scale, peer.name, "update_heavy", "reads" + tag, st=out["reads"])
+        # 64 clients keep the variant names of earlier runs; 1 and 8 clients are variants "... clients=N"
+        for n in (64, 1, 8) if not peer.unsupported("update_heavy") else (64,):
+            out = attempt(res, scale, peer, "update_heavy", lambda n=n: bench.update_heavy(peer, ds, opts, n_clients=n))
+            if out:
+                tag = "" if n == 64 else f" clients={n}"
+                res.add(scale, peer.name, "update_heavy", "all" + tag, st=out["all"], extra=out["per_second"])
+                res.add(scale, peer.name, "update_heavy", "writes" + tag, st=out["writes"])
+                res.add(scale, peer.name, "update_heavy", "reads" + tag, st=out["reads"])
     if "single_tx" in scenarios:
-        why = peer.unsupported("single_tx")
-        if why:
-            res.add(scale, peer.name, "single_tx", status="skipped", reason=why)
-        else:
-            out = guarded(res, scale, peer.name, "single_tx", lambda: bench.single_tx(peer, ds, opts))
-            if out:
-                res.add(scale, peer.name, "single_tx", st=out)
-                res.add(scale, peer.name, "single_tx", "fsync floor", st=bench.fsync_floor(opts.workdir))
+        out = attempt(res, scale, peer, "single_tx", lambda: bench.single_tx(peer, ds, opts))
+        if out:
+            res.add(scale, peer.name, "single_tx", st=out)
+            res.add(scale, peer.name, "single_tx", "fsync floor", st=bench.fsync_floor(opts.workdir))
     if "transact_many" in scenarios:
-        why = peer.unsupported("transact_many") or (
-            None if peer.name == "mentat" else "no call that hands over many separate transactions at once")
-        if why:
-            res.add(scale, peer.name, "transact_many", status="skipped", reason=why)
-        else:
-            out = guarded(res, scale, peer.name, "transact_many", lambda: bench.transact_many(peer, ds, opts))
-            if out:
-                res.add(scale, peer.name, "transact_many", st=out)
+        only = None if peer.name == "mentat" else "no call that hands over many separate transactions at once"
+        out = attempt(res, scale, peer, "transact_many", lambda: bench.transact_many(peer, ds, opts), why=only)
+        if out:
+            res.add(scale, peer.name, "transact_many", st=out)
 
 
 def run_group(res, scale, group, scenarios, opts):
