@@ -5,6 +5,7 @@ import datetime as _dt
 import json
 import pathlib
 import subprocess
+import threading
 
 import numpy as np
 
@@ -27,6 +28,9 @@ QTITLES = "[:find ?e ?t :in $ [?t ...] :where [?e :issue/title ?t]]"
 READ_SCENARIOS = ["floor", "q1", "q2", "q3", "q4", "as_of", "since", "input_bindings", "pull"]
 ALL_SCENARIOS = ["bulk_load"] + READ_SCENARIOS + ["concurrency_sweep", "cold_vs_warm", "write_mixed", "update_heavy",
                                                  "single_tx", "transact_many"]
+
+
+_INDEX_LOCK = threading.RLock()
 
 
 class WrongAnswer(Exception):
@@ -103,23 +107,26 @@ class Dataset:
     # --- truth for every user and issue, from the generator's CSVs (the keys of the read scenarios are drawn
     # uniformly over all of them, so that no answer cache can carry a figure) ---
     def _index(self):
-        if hasattr(self, "_names"):
-            return
-        self._names = {email: name for _, email, name in self.users}
-        final = {}
-        for idx, _b, st in self.rows("history"):
-            final[int(idx)] = st
-        labels = {}
-        for idx, name in self.issue_labels:
-            labels.setdefault(int(idx), []).append(name)
-        self._issues = {}
-        self._assigned = {}
-        for idx, title, state, prio, assignee, _reporter, created in self.issues:
-            i = int(idx)
-            rec = {"idx": i, "title": title, "initial_state": state, "final_state": final.get(i, state),
-                   "priority": int(prio), "labels": sorted(labels.get(i, [])), "created_at_ms": ms_of(created)}
-            self._issues[i] = rec
-            self._assigned.setdefault(assignee, []).append(rec)
+        # built once, under a lock: client threads (write_mixed's readers) may be the first to ask, and a thread
+        # that saw half an index once gave a wrong truth
+        with _INDEX_LOCK:
+            if hasattr(self, "_names"):
+                return
+            final = {}
+            for idx, _b, st in self.rows("history"):
+                final[int(idx)] = st
+            labels = {}
+            for idx, name in self.issue_labels:
+                labels.setdefault(int(idx), []).append(name)
+            issues, assigned = {}, {}
+            for idx, title, state, prio, assignee, _reporter, created in self.issues:
+                i = int(idx)
+                rec = {"idx": i, "title": title, "initial_state": state, "final_state": final.get(i, state),
+                       "priority": int(prio), "labels": sorted(labels.get(i, [])), "created_at_ms": ms_of(created)}
+                issues[i] = rec
+                assigned.setdefault(assignee, []).append(rec)
+            self._issues, self._assigned = issues, assigned
+            self._names = {email: name for _, email, name in self.users}
 
     def user_name(self, email):
         self._index()
