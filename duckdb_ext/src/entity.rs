@@ -39,14 +39,11 @@ pub fn enabled_by_environment() -> bool {
 /// for an entity read cost about as much as answering it). An entry is used only while the store's schema is
 /// the one it was built for; the cache is emptied when it reaches [`SHAPES`] entries.
 pub struct Shapes<T> {
-    map: Mutex<HashMap<ShapeKey, Kept<T>>>,
+    map: Mutex<HashMap<StoreName, HashMap<String, Kept<T>>>>,
 }
 
 /// A kept value with the schema it was built for.
 type Kept<T> = (Arc<Schema>, Arc<T>);
-
-/// A store and a text (a query, or a pull pattern with its arity).
-type ShapeKey = (StoreName, String);
 
 /// Entries a [`Shapes`] cache holds at most.
 pub const SHAPES: usize = 1024;
@@ -58,11 +55,10 @@ impl<T> Default for Shapes<T> {
 }
 
 impl<T> Shapes<T> {
-    /// The value kept for `text` on `store`, when it was built for `schema`.
+    /// The value kept for `text` on `store`, when it was built for `schema` (a lookup that copies nothing).
     pub fn get(&self, store: &StoreName, text: &str, schema: &Arc<Schema>) -> Option<Arc<T>> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        // the tuple key needs owned parts; the lookup allocates one String, far below a compile's cost
-        match map.get(&(store.clone(), text.to_string())) {
+        match map.get(store).and_then(|texts| texts.get(text)) {
             Some((s, v)) if Arc::ptr_eq(s, schema) => Some(v.clone()),
             _ => None,
         }
@@ -71,10 +67,10 @@ impl<T> Shapes<T> {
     /// Keeps `value` for `text` on `store` under `schema`.
     pub fn put(&self, store: &StoreName, text: &str, schema: &Arc<Schema>, value: Arc<T>) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= SHAPES {
+        if map.values().map(HashMap::len).sum::<usize>() >= SHAPES {
             map.clear();
         }
-        map.insert((store.clone(), text.to_string()), (schema.clone(), value));
+        map.entry(store.clone()).or_default().insert(text.to_string(), (schema.clone(), value));
     }
 }
 
@@ -93,7 +89,8 @@ pub fn plan(
     planner::entity_plan(shape, inputs, schema, store, opts)
 }
 
-/// The shape of `query` (compiled to `compiled`) for the entity path, kept for the next call.
+/// The shape of `query` (compiled to `compiled`) for the entity path: the kept one, or made now and kept for the
+/// next call.
 pub fn shape_of(
     instance: &Instance,
     store: &StoreName,
@@ -103,6 +100,9 @@ pub fn shape_of(
 ) -> Option<Arc<planner::EntityShape>> {
     if !instance.entity_path || store.catalog.is_some() {
         return None;
+    }
+    if let Some(kept) = instance.query_shapes.get(store, query, schema) {
+        return Some(kept);
     }
     let shape = Arc::new(planner::entity_shape(query, compiled)?);
     instance.query_shapes.put(store, query, schema, shape.clone());

@@ -284,21 +284,27 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let schema = store_schema(&extra.instance, &store_name)?;
     let instance = &extra.instance;
     // A query text seen before on this schema is planned for the entity path without compiling SQL.
-    if extra.mode == Mode::Query {
-        if let Some(shape) = instance.query_shapes.get(&store_name, &query, &schema) {
-            if let Some(plan) = crate::entity::plan(instance, &shape, inputs.as_deref(), &schema, &store_name, &opts) {
-                if let Some(answer) = crate::entity::answer(instance, &store_name, &plan, &shape)? {
-                    return Ok(answer.bind(info));
-                }
+    let kept = instance.query_shapes.get(&store_name, &query, &schema);
+    // Whether the entity path was tried already (then the general path answers, and it is not tried again below).
+    let mut tried = false;
+    if let (Mode::Query, Some(shape)) = (extra.mode, &kept) {
+        if let Some(plan) = crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts) {
+            if let Some(answer) = crate::entity::answer(instance, &store_name, &plan, shape)? {
+                return Ok(answer.bind(info));
             }
         }
+        tried = true;
     }
     let compiled =
         planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
-    let shape = crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled);
-    let entity = shape
-        .as_ref()
-        .and_then(|shape| crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts));
+    let shape = kept.or_else(|| crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled));
+    let entity = if tried {
+        None
+    } else {
+        shape
+            .as_ref()
+            .and_then(|shape| crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts))
+    };
     if let (Mode::Query, Some(plan), Some(shape)) = (extra.mode, &entity, &shape) {
         if let Some(answer) = crate::entity::answer(instance, &store_name, plan, shape)? {
             return Ok(answer.bind(info));
