@@ -153,27 +153,97 @@ def random_tx(rng, i):
     return f'[{{:u/email {email()} :u/n {rng.randrange(5)}}} {{:u/email {email()} :u/n {rng.randrange(5)}}}]'
 
 
+CHAINS = [
+    # a datom asserted, retracted and asserted again by three members of one group
+    '[{:db/id "a" :u/email "a@x" :u/tag "t"}]',
+    '[[:db/retract [:u/email "a@x"] :u/tag "t"]]',
+    '[[:db/add [:u/email "a@x"] :u/tag "t"]]',
+    # cardinality-one replacement chained across members, then cas against the latest value
+    '[[:db/add [:u/email "a@x"] :u/n 1]]',
+    '[[:db/add [:u/email "a@x"] :u/n 2]]',
+    '[[:db/cas [:u/email "a@x"] :u/n 1 5]]',  # fails: the value is 2 now
+    '[[:db/cas [:u/email "a@x"] :u/n 2 3]]',
+    # a unique value moved from one entity to another inside the group
+    '[{:u/email "a@x" :u/code "k"}]',
+    '[{:db/id "b" :u/email "b@x" :u/code "k"}]',  # fails: a@x holds it
+    '[[:db/retract [:u/email "a@x"] :u/code "k"]]',
+    '[{:db/id "b" :u/email "b@x" :u/code "k"}]',
+    '[[:db/add [:u/code "k"] :u/n 7]]',  # the lookup ref finds b@x, made by a member before
+    # upserts onto entities made earlier in the group, a tempid shared by two identities of one entity
+    '[{:db/id "c" :u/email "c@x" :u/friend [:u/email "b@x"]}]',
+    '[{:db/id "d" :u/email "c@x" :u/n 4} [:db/add "d" :u/friend [:u/email "a@x"]]]',
+    '[[:db/retract [:u/email "c@x"] :u/friend [:u/email "b@x"]] [:db/add [:u/email "c@x"] :u/n 4]]',
+    '[[:db/retractEntity [:u/email "a@x"]]]',  # the group writes what it holds before this one
+    '[[:db/add [:u/email "c@x"] :u/tag "after"]]',
+    '[[:db/add [:u/email "a@x"] :u/n 1]]',  # fails: a@x is gone
+]
+
+
+def test_chains_inside_one_group_equal_one_by_one(tmp_path):
+    """Hand-picked sequences whose members depend on each other, in one group, against one by one."""
+    grouped = connect(tmp_path / "g.duckdb")
+    transact(grouped, SCHEMA)
+    rows = many(grouped, CHAINS)
+    ref = serial_instance(tmp_path / "s.duckdb")
+    transact(ref, SCHEMA)
+    serial = one_by_one(ref, CHAINS)
+    assert [r["error"] is None for r in rows] == [e is None for _, e in serial]
+    assert [i for i, r in enumerate(rows) if r["error"]] == [5, 8, 17], [r["error"] for r in rows]
+    assert log(grouped) == log(ref)
+    assert q(grouped, "[:find ?n . :where [?e :u/email \"b@x\"] [?e :u/n ?n]]") == [(7,)]
+    assert q(grouped, "[:find ?t :where [?e :u/email \"c@x\"] [?e :u/tag ?t]]") == [("after",)]
+
+
+WARM = {":u/email": "[:find ?e :in $ ?v :where [?e :u/email ?v]]",
+        ":u/code": "[:find ?e :in $ ?v :where [?e :u/code ?v]]",
+        ":u/n": "[:find ?v :in $ ?e :where [?e :u/n ?v]]",
+        ":u/tag": "[:find ?v :in $ ?e :where [?e :u/tag ?v]]",
+        ":u/friend": "[:find ?v :in $ ?e :where [?e :u/friend ?v]]"}
+
+
+def warm_index(con):
+    """Reads every attribute of SCHEMA into the store's entity index (entity-shaped queries on small attributes
+    read them at once), so that the transactor answers its lookups of current values and unique holders from the
+    index instead of the tables; asserts that it holds them."""
+    for text in WARM.values():
+        con.execute("FROM mentat_q(?, inputs := ?)", [text, '["x"]' if "?v :where" in text else "[1]"]).fetchall()
+    held = dict(con.execute("SELECT ident, state FROM mentat_entity_index()").fetchall())
+    assert all(held.get(a) == "indexed" for a in WARM), held
+
+
+@pytest.mark.parametrize("indexed", ["none", "grouped", "serial"])
 @pytest.mark.parametrize("seed", range(6))
-def test_random_groups_equal_one_by_one(seed, tmp_path):
+def test_random_groups_equal_one_by_one(seed, indexed, tmp_path):
+    """Random transactions in groups of 30 (failures inside them) give the tx entids, errors and datom log of the
+    same transactions run one by one without group commit. `indexed` names the store whose transactor reads the
+    current state from the entity index (the other reads the tables), so each transactor's index path is held to
+    the other's table path."""
     rng = random.Random(seed)
     txs = [random_tx(rng, i) for i in range(120)]
     grouped = connect(tmp_path / "g.duckdb")
     transact(grouped, SCHEMA)
+    ref = serial_instance(tmp_path / "s.duckdb")
+    transact(ref, SCHEMA)
+    if indexed == "grouped":
+        warm_index(grouped)
+    if indexed == "serial":
+        warm_index(ref)
     rows = []
     for start in range(0, len(txs), 30):  # several groups, with failures inside them
         rows += many(grouped, txs[start:start + 30])
-    ref = serial_instance(tmp_path / "s.duckdb")
-    transact(ref, SCHEMA)
     serial = one_by_one(ref, txs)
     assert [(r["tx"], r["error"] is None) for r in rows] == [(t, e is None) for t, e in serial]
     assert log(grouped) == log(ref)
 
 
-def test_many_writers_equal_their_replay(tmp_path):
+@pytest.mark.parametrize("indexed", [False, True], ids=["tables", "entity-index"])
+def test_many_writers_equal_their_replay(indexed, tmp_path):
     """8 writer threads on their own connections, 40 transactions each through mentat_transact (the group commit
     queue); the acknowledged transactions replayed one by one in tx order into a fresh store give the same log."""
     con = connect(tmp_path / "w.duckdb")
     transact(con, SCHEMA)
+    if indexed:
+        warm_index(con)
     acked, lock = [], threading.Lock()
 
     def writer(w):

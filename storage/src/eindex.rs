@@ -19,6 +19,7 @@
 //! the budget is not indexed (its queries take the general path).
 
 use crate::error::Result;
+use crate::value::Val;
 use duckdb::arrow::array::{Array, AsArray};
 use duckdb::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use duckdb::Connection;
@@ -39,6 +40,18 @@ pub const MERGE_AT: usize = 32_768;
 /// Small in the unit tests, so that they go through many merges.
 #[cfg(test)]
 pub const MERGE_AT: usize = 512;
+
+/// One transaction's datoms as [`EntityIndex::apply_all`] takes them: tx, asserted `(e, a, v)`, retracted with the
+/// tx that asserted each.
+pub type Committed<'a> = (i64, &'a [(Entid, Entid, Val)], &'a [((Entid, Entid, Val), i64)]);
+
+/// One change to an attribute's index, in transaction order.
+enum Op {
+    /// `(e, v)` asserted in tx.
+    Add(i64, IKey, i64),
+    /// `(e, v)` asserted in the first tx, retracted in the second.
+    Retract(i64, IKey, i64, i64),
+}
 
 /// Intermediate rows past which the entity path gives the query back to the general path (a join this large is
 /// a scan's work, which DuckDB does better).
@@ -109,8 +122,8 @@ impl IKey {
     }
 
     /// The key of a transactor value, or None for value types the index does not hold.
-    pub fn from_val(v: &crate::value::Val) -> Option<IKey> {
-        use crate::value::Val;
+    pub fn from_val(v: &Val) -> Option<IKey> {
+        use Val;
         Some(match v {
             Val::Ref(i) | Val::Long(i) | Val::Instant(i) => IKey::Int(*i),
             Val::Bool(b) => IKey::Int(*b as i64),
@@ -118,6 +131,19 @@ impl IKey {
             Val::Str(s) | Val::Uuid(s) => IKey::Text(Arc::from(s.as_str())),
             Val::Bytes(_) => return None,
         })
+    }
+
+    /// The transactor value of a key held for an attribute of type `t` (the inverse of [`IKey::from_val`]).
+    pub fn to_val(&self, t: ValueType) -> Val {
+        match (self, t) {
+            (IKey::Int(i), ValueType::Ref) => Val::Ref(*i),
+            (IKey::Int(i), ValueType::Instant) => Val::Instant(*i),
+            (IKey::Int(i), ValueType::Boolean) => Val::Bool(*i != 0),
+            (IKey::Int(i), _) => Val::Long(*i),
+            (IKey::Float(f), _) => Val::Double(*f),
+            (IKey::Text(s), ValueType::Uuid) => Val::Uuid(s.to_string()),
+            (IKey::Text(s), _) => Val::Str(s.to_string()),
+        }
     }
 
     fn bytes(&self) -> usize {
@@ -396,6 +422,28 @@ impl AttrIndex {
         }
     }
 
+    /// The current values of entity `e` with the tx that asserted each (what the transactor checks a transaction
+    /// against).
+    pub fn current(&self, e: i64, out: &mut Vec<(IKey, i64)>) {
+        let plain = self.gone.is_empty() && self.added.is_empty();
+        for r in self.base.rows_of(e) {
+            let v = &self.base.v[r];
+            if !plain {
+                let key = (e, v.clone());
+                if self.gone.contains(&key) || self.added.contains_key(&key) {
+                    continue;
+                }
+            }
+            out.push((v.clone(), self.base.tx[r]));
+        }
+        for ((ae, v), tx) in self.added.range((e, IKey::Int(i64::MIN))..) {
+            if *ae != e {
+                break;
+            }
+            out.push((v.clone(), *tx));
+        }
+    }
+
     /// The entities whose value is `v` now or as of tx `as_of` (None when the attribute has no value order).
     pub fn entities(&self, v: &IKey, as_of: Option<i64>, out: &mut Vec<i64>) -> Option<()> {
         let order = self.base.by_v.as_ref()?;
@@ -474,22 +522,38 @@ impl AttrIndex {
 
     /// This attribute with one transaction's datoms applied: assertions `adds`, retractions `retracts` (each
     /// with the tx that asserted the retracted datom).
+    #[cfg(test)]
     fn with(&self, adds: &[(i64, IKey)], retracts: &[(i64, IKey, i64)], tx: i64) -> AttrIndex {
+        let ops: Vec<Op> = retracts
+            .iter()
+            .map(|(e, v, asserted)| Op::Retract(*e, v.clone(), *asserted, tx))
+            .chain(adds.iter().map(|(e, v)| Op::Add(*e, v.clone(), tx)))
+            .collect();
+        self.with_ops(&ops)
+    }
+
+    /// This attribute with `ops` applied in order (the datoms of one or more consecutive transactions). The
+    /// novelty is copied once for the whole sequence, however many transactions it holds.
+    fn with_ops(&self, ops: &[Op]) -> AttrIndex {
         let mut next = self.clone();
-        for (e, v, asserted) in retracts {
-            if next.added.remove(&(*e, v.clone())).is_some() {
-                next.added_by_v.remove(&(v.clone(), *e));
-            }
-            next.gone.insert((*e, v.clone()));
-            next.hist_added.insert((*e, v.clone(), *asserted), tx);
-            if next.value_order {
-                next.hist_added_by_v.insert((v.clone(), *e, *asserted, tx));
-            }
-        }
-        for (e, v) in adds {
-            next.added.insert((*e, v.clone()), tx);
-            if next.value_order {
-                next.added_by_v.insert((v.clone(), *e));
+        for op in ops {
+            match op {
+                Op::Retract(e, v, asserted, tx) => {
+                    if next.added.remove(&(*e, v.clone())).is_some() {
+                        next.added_by_v.remove(&(v.clone(), *e));
+                    }
+                    next.gone.insert((*e, v.clone()));
+                    next.hist_added.insert((*e, v.clone(), *asserted), *tx);
+                    if next.value_order {
+                        next.hist_added_by_v.insert((v.clone(), *e, *asserted, *tx));
+                    }
+                }
+                Op::Add(e, v, tx) => {
+                    next.added.insert((*e, v.clone()), *tx);
+                    if next.value_order {
+                        next.added_by_v.insert((v.clone(), *e));
+                    }
+                }
             }
         }
         if next.novelty() > MERGE_AT {
@@ -596,11 +660,6 @@ impl Default for EntityIndex {
     }
 }
 
-/// `(e, v)` pairs of one attribute.
-type Datoms = Vec<(i64, IKey)>;
-/// `(e, v, tx that asserted it)` of one attribute's retracted datoms.
-type Retracted = Vec<(i64, IKey, i64)>;
-
 /// What the index holds of one attribute.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AttrStats {
@@ -687,30 +746,34 @@ impl EntityIndex {
     /// Applies one committed transaction `tx`: `adds` are its asserted datoms `(e, a, v)`, `retracts` its retracted
     /// ones with the tx that asserted each. Attributes not indexed yet are left alone (they are read whole when
     /// first needed). Call under the store's writer lock.
-    pub fn apply(
-        &self,
-        tx: i64,
-        adds: &[(Entid, Entid, crate::value::Val)],
-        retracts: &[((Entid, Entid, crate::value::Val), i64)],
-    ) {
+    pub fn apply(&self, tx: i64, adds: &[(Entid, Entid, Val)], retracts: &[((Entid, Entid, Val), i64)]) {
+        self.apply_all(&[(tx, adds, retracts)]);
+    }
+
+    /// Applies consecutive committed transactions, in order, as [`EntityIndex::apply`] would one by one, but
+    /// copying each touched attribute's novelty once for all of them (a group commit of thousands of small
+    /// transactions would otherwise copy it thousands of times).
+    pub fn apply_all(&self, txs: &[Committed<'_>]) {
         let current = self.snapshot();
-        let mut by_attr: HashMap<Entid, (Datoms, Retracted)> = HashMap::new();
-        for (e, a, v) in adds {
-            if let (true, Some(k)) = (current.attrs.contains_key(a), IKey::from_val(v)) {
-                by_attr.entry(*a).or_default().0.push((*e, k));
+        let mut by_attr: HashMap<Entid, Vec<Op>> = HashMap::new();
+        for (tx, adds, retracts) in txs {
+            for ((e, a, v), asserted) in retracts.iter() {
+                if let (true, Some(k)) = (current.attrs.contains_key(a), IKey::from_val(v)) {
+                    by_attr.entry(*a).or_default().push(Op::Retract(*e, k, *asserted, *tx));
+                }
             }
-        }
-        for ((e, a, v), asserted) in retracts {
-            if let (true, Some(k)) = (current.attrs.contains_key(a), IKey::from_val(v)) {
-                by_attr.entry(*a).or_default().1.push((*e, k, *asserted));
+            for (e, a, v) in adds.iter() {
+                if let (true, Some(k)) = (current.attrs.contains_key(a), IKey::from_val(v)) {
+                    by_attr.entry(*a).or_default().push(Op::Add(*e, k, *tx));
+                }
             }
         }
         if by_attr.is_empty() {
             return;
         }
         let mut next = (*current).clone();
-        for (a, (add, retract)) in by_attr {
-            let updated = next.attrs[&a].with(&add, &retract, tx);
+        for (a, ops) in by_attr {
+            let updated = next.attrs[&a].with_ops(&ops);
             next.attrs.insert(a, Arc::new(updated));
         }
         self.set_bytes(&next);

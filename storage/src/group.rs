@@ -16,16 +16,18 @@
 //! [`transact_many`] is the batch itself (`mentat_transact_many`); [`transact`] is one caller's transaction
 //! through the queue (`mentat_transact`).
 
+use crate::eindex::Committed;
 use crate::error::{Result, StorageError};
+use crate::pending::{needs_flush, Pending};
 use crate::store::Store;
 use crate::trace::Trace;
-use crate::transactor::{self, TxReport};
-use crate::txparse::parse_edn;
+use crate::transactor::{self, Applied, TxReport};
+use crate::txparse::{parse_edn, parse_forms, Term};
 use duckdb::Connection;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Transactions a group holds at most; the rest wait for the next group.
 pub const GROUP_MAX: usize = 4096;
@@ -136,41 +138,97 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
         if members.is_empty() {
             break;
         }
+        // a member that failed after it changed the tables (its schema DDL): the group rolls back without it
         let mut failed: Option<(usize, StorageError)> = None;
         let outcome = crate::in_transaction(conn, || {
             let mut state = store.refresh(conn)?;
-            let mut applied = Vec::with_capacity(members.len());
+            let mut trace = Trace::start();
+            // parsed with the schema at the start; a member after a schema change is parsed again
+            let parsed_with = state.schema.clone();
+            let mut terms: Vec<Option<Result<Vec<Term>>>> =
+                members.iter().map(|&i| Some(parse_forms(&forms[i], &parsed_with))).collect();
+            trace.mark("terms");
+            let mut pending = Pending::new(state.parts);
+            let ok_terms = |terms: &[Option<Result<Vec<Term>>>], from: usize| -> Vec<usize> {
+                (from..terms.len()).filter(|k| matches!(terms[*k], Some(Ok(_)))).collect()
+            };
+            let prefetch = |pending: &Pending, terms: &[Option<Result<Vec<Term>>>], from: usize| {
+                let ks = ok_terms(terms, from);
+                let slices = ks.iter().map(|&k| match &terms[k] {
+                    Some(Ok(t)) => t.as_slice(),
+                    _ => &[],
+                });
+                pending.prefetch(conn, store, &parsed_with, slices)
+            };
+            prefetch(&pending, &terms, 0)?;
+            trace.mark("prefetch");
+            let mut applied: Vec<(usize, Applied)> = Vec::with_capacity(members.len());
+            let mut refused: Vec<(usize, StorageError)> = Vec::new();
             for (k, &i) in members.iter().enumerate() {
-                match transactor::run_member(conn, store, &state, &forms[i], &mut Trace::start()) {
+                let parsed = terms[k].take().expect("each member is parsed once");
+                let parsed = if Arc::ptr_eq(&state.schema, &parsed_with) {
+                    parsed
+                } else {
+                    parse_forms(&forms[i], &state.schema)
+                };
+                let member_terms = match parsed {
+                    Ok(t) => t,
+                    Err(e) => {
+                        refused.push((i, e));
+                        continue;
+                    }
+                };
+                let flush_first = needs_flush(&member_terms);
+                if flush_first && !pending.is_empty() {
+                    pending.flush(conn, store, &state.schema, &state.parts)?;
+                    if Arc::ptr_eq(&state.schema, &parsed_with) {
+                        prefetch(&pending, &terms, k + 1)?;
+                    }
+                }
+                pending.catch_up(&state.schema);
+                match transactor::run_terms(conn, store, &state, member_terms, Some(&pending), &mut Trace::start()) {
                     Ok(a) => {
                         // the next member sees this one's unique values (undone below if the group rolls back)
                         store.apply_lookups(&a.cache.0, &a.cache.1);
+                        pending.add(&a);
                         state = a.state.clone();
-                        applied.push(a);
+                        applied.push((i, a));
                     }
                     // an interrupt stops the whole group, not one member (the others would each meet it in turn)
                     Err(StorageError::Interrupted) => return Err(StorageError::Interrupted),
-                    Err(e) => {
-                        failed = Some((k, e));
+                    // a schema change may have run DDL before it failed: only a rollback undoes that
+                    Err(e) if flush_first => {
+                        failed = Some((i, e));
                         return Err(StorageError::Store("a member of the group failed".into()));
                     }
+                    // nothing of a failed member reached the tables or the novelty: it fails alone
+                    Err(e) => refused.push((i, e)),
                 }
             }
-            Ok((applied, state))
+            trace.mark("members");
+            pending.flush(conn, store, &state.schema, &state.parts)?;
+            trace.mark("write");
+            trace.print(&format!("group of {} ({} failed)", members.len(), refused.len()));
+            Ok((applied, refused, state))
         });
         match outcome {
-            Ok((applied, state)) => {
+            Ok((applied, refused, state)) => {
                 store.commit_state(state, &[], &[]);
-                for (&i, a) in members.iter().zip(applied) {
-                    store.index.apply(a.report.tx, &a.written.0, &a.written.1);
+                let committed: Vec<Committed<'_>> =
+                    applied.iter().map(|(_, a)| (a.report.tx, &a.written.0[..], &a.written.1[..])).collect();
+                store.index.apply_all(&committed);
+                for (i, a) in applied {
                     results[i] = Some(Ok(a.report));
+                }
+                for (i, e) in refused {
+                    results[i] = Some(Err(e));
                 }
             }
             Err(group_error) => {
                 // the rolled-back members' unique values may be in the cache: start it again empty
                 store.clear_lookups();
                 match failed {
-                    Some((k, e)) => results[members[k]] = Some(Err(e)),
+                    Some((i, e)) => results[i] = Some(Err(e)),
                     None => {
                         let msg = group_error.to_string();
                         let interrupted = matches!(group_error, StorageError::Interrupted);

@@ -3,7 +3,7 @@
 //! trips.
 //!
 //! Two temporary tables per pooled connection, of one shape `(a, e, v_long, v_double, v_str, v_bool, v_blob,
-//! added, tx)`: `mentat_keys` for lookups and `mentat_stage` for the datoms a transaction writes. A value goes into
+//! added, tx, rtx)`: `mentat_keys` for lookups and `mentat_stage` for the datoms a transaction writes. A value goes into
 //! the column of its type's staging kind ([`stage_column`]); [`to_store`] and [`from_store`] convert between
 //! that column and the attribute's typed column.
 
@@ -27,7 +27,7 @@ pub fn ensure_tables(conn: &Connection) -> Result<()> {
     for t in [KEYS, STAGE] {
         conn.execute_batch(&format!(
             "CREATE TEMP TABLE IF NOT EXISTS {t} (a BIGINT, e BIGINT, v_long BIGINT, v_double DOUBLE, \
-             v_str VARCHAR, v_bool BOOLEAN, v_blob BLOB, added BOOLEAN, tx BIGINT)"
+             v_str VARCHAR, v_bool BOOLEAN, v_blob BLOB, added BOOLEAN, tx BIGINT, rtx BIGINT)"
         ))?;
     }
     Ok(())
@@ -98,8 +98,9 @@ pub fn read_val(row: &Row<'_>, idx: usize, t: ValueType) -> duckdb::Result<Val> 
     })
 }
 
-/// One staged row: attribute (or a caller-chosen tag), entity (or key), optional value, flag, tx.
-pub type StageRow<'a> = (i64, i64, Option<&'a Val>, bool, i64);
+/// One staged row: attribute (or a caller-chosen tag), entity (or key), optional value, flag, tx, and the tx
+/// that retracts the datom (history rows; 0 elsewhere).
+pub type StageRow<'a> = (i64, i64, Option<&'a Val>, bool, i64, i64);
 
 /// Empties `table` and appends `rows` to it with DuckDB's appender, as one Arrow record batch (columns built
 /// here, appended vector by vector: no per-value calls).
@@ -113,11 +114,12 @@ pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = S
     let (mut a, mut e) = (Int64Builder::new(), Int64Builder::new());
     let (mut l, mut d, mut s) = (Int64Builder::new(), Float64Builder::new(), StringBuilder::new());
     let (mut b, mut blob, mut added) = (BooleanBuilder::new(), BinaryBuilder::new(), BooleanBuilder::new());
-    let mut txs = Int64Builder::new();
+    let (mut txs, mut rtxs) = (Int64Builder::new(), Int64Builder::new());
     let mut n = 0usize;
-    for (ra, re, v, radded, rtx) in rows {
+    for (ra, re, v, radded, rtx, rrtx) in rows {
         n += 1;
         txs.append_value(rtx);
+        rtxs.append_value(rrtx);
         a.append_value(ra);
         e.append_value(re);
         added.append_value(radded);
@@ -149,6 +151,7 @@ pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = S
         Field::new("v_blob", DataType::Binary, true),
         Field::new("added", DataType::Boolean, false),
         Field::new("tx", DataType::Int64, false),
+        Field::new("rtx", DataType::Int64, false),
     ]));
     let columns: Vec<ArrayRef> = vec![
         Arc::new(a.finish()),
@@ -160,6 +163,7 @@ pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = S
         Arc::new(blob.finish()),
         Arc::new(added.finish()),
         Arc::new(txs.finish()),
+        Arc::new(rtxs.finish()),
     ];
     let batch = RecordBatch::try_new(schema, columns)
         .map_err(|err| crate::StorageError::Store(format!("staging batch: {err}")))?;

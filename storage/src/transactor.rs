@@ -10,6 +10,7 @@
 //! to two entities is an error; new tempids with the same identity value become one entity.
 
 use crate::error::{Result, StorageError};
+use crate::pending::Pending;
 use crate::stage::{self, from_store, read_val, to_store, KEYS, STAGE};
 use crate::store::{self, Partitions, Store, StoreState};
 use crate::trace::Trace;
@@ -67,42 +68,57 @@ pub(crate) struct Applied {
     pub state: StoreState,
     pub cache: CacheChanges,
     pub written: Written,
+    /// The entities the transaction allocated (they had no datoms before it).
+    pub new_entities: HashSet<Entid>,
 }
 
 fn run_open(conn: &Connection, store: &Store, forms: &[edn_format::Value], trace: &mut Trace) -> Result<Applied> {
     // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
     let state = store.refresh(conn)?;
     trace.mark("refresh");
-    run_member(conn, store, &state, forms, trace)
+    let terms = parse_forms(forms, &state.schema)?;
+    trace.mark("terms");
+    run_terms(conn, store, &state, terms, None, trace)
 }
 
-/// Runs one transaction's forms against `state` (the store's state, or the state a group's earlier members left)
-/// inside the caller's open DuckDB transaction, writes included.
-pub(crate) fn run_member(
+/// Runs one transaction's terms (parsed with `state.schema`) against `state` (the store's state, or the state a
+/// group's earlier members left) inside the caller's open DuckDB transaction. Without `pending` its datoms are
+/// written to the tables before this returns; with it (a group commit), it reads the store through `pending`
+/// and leaves its datoms in the returned [`Applied`] for the group to write.
+pub(crate) fn run_terms(
     conn: &Connection,
     store: &Store,
     state: &StoreState,
-    forms: &[edn_format::Value],
+    terms: Vec<Term>,
+    pending: Option<&Pending>,
     trace: &mut Trace,
 ) -> Result<Applied> {
-    let terms = parse_forms(forms, &state.schema)?;
-    trace.mark("terms");
-    let mut tx = Tx::new(conn, store, state);
+    let mut tx = Tx::new(conn, store, state, pending);
     let report = tx.run(terms, trace)?;
     let cache = std::mem::take(&mut tx.cache_changes);
     let written = std::mem::take(&mut tx.written);
-    Ok(Applied { report, state: StoreState { schema: Arc::new(tx.schema), parts: tx.parts }, cache, written })
+    let new_entities = std::mem::take(&mut tx.new_entities);
+    Ok(Applied {
+        report,
+        state: StoreState { schema: tx.schema.clone(), parts: tx.parts },
+        cache,
+        written,
+        new_entities,
+    })
 }
 
 /// A datom without its tx: entity, attribute, value.
 pub(crate) type Eav = (Entid, Entid, Val);
 
-/// Transactions of at most this many datoms (and lookups of at most this many pairs) use point statements
-/// with bound parameters instead of staging rows.
+/// Transactions of at most this many datoms use point statements with bound parameters instead of staging rows.
 const SMALL_TX: usize = 16;
 
+/// Reads of at most this many (entity, attribute) pairs use point statements instead of staging keys (a staged
+/// read is three statements: empty the keys, append them, join).
+const SMALL_READ: usize = 4;
+
 /// (entity, attribute) -> the current values with the tx that asserted each.
-type CurrentValues = HashMap<(Entid, Entid), Vec<(Val, Entid)>>;
+pub(crate) type CurrentValues = HashMap<(Entid, Entid), Vec<(Val, Entid)>>;
 
 /// Unique datoms a transaction changed: (attribute, value) retracted, (attribute, value, entity) asserted.
 pub(crate) type CacheChanges = (Vec<(Entid, Val)>, Vec<(Entid, Val, Entid)>);
@@ -118,18 +134,22 @@ struct Tx<'a> {
     asserted_in: HashMap<Eav, Entid>,
     /// The partition marks when the transaction started.
     parts_before: Partitions,
-    /// The schema as of the start; `schema` becomes the schema after the transaction.
+    /// The schema as of the start; `schema` becomes the schema after the transaction (copied only when the
+    /// transaction changes it).
     before: Arc<Schema>,
-    schema: Schema,
+    schema: Arc<Schema>,
     parts: Partitions,
     tx: Entid,
     tempids: HashMap<TempId, Entid>,
     lookups: HashMap<(Entid, Val), Option<Entid>>,
     new_entities: HashSet<Entid>,
+    /// Inside a group commit: the datoms the group's earlier members wrote, which this transaction reads through
+    /// and does not write itself (the group writes them all at once). None: reads and writes go to the tables.
+    pending: Option<&'a Pending>,
 }
 
 impl<'a> Tx<'a> {
-    fn new(conn: &'a Connection, cache: &'a Store, state: &StoreState) -> Tx<'a> {
+    fn new(conn: &'a Connection, cache: &'a Store, state: &StoreState, pending: Option<&'a Pending>) -> Tx<'a> {
         let mut parts = state.parts;
         let tx = parts.next_tx;
         parts.next_tx += 1;
@@ -142,12 +162,13 @@ impl<'a> Tx<'a> {
             asserted_in: HashMap::new(),
             parts_before: state.parts,
             before: state.schema.clone(),
-            schema: (*state.schema).clone(),
+            schema: state.schema.clone(),
             parts,
             tx,
             tempids: HashMap::new(),
             lookups: HashMap::new(),
             new_entities: HashSet::new(),
+            pending,
         }
     }
 
@@ -231,7 +252,8 @@ impl<'a> Tx<'a> {
         Ok(TxReport { tx: self.tx, tx_instant, datoms: (self.written.0.len() + self.written.1.len()) as i64, tempids })
     }
 
-    /// Entities of attribute `aid` whose current value is one of `values`, through one join.
+    /// Entities of attribute `aid` whose current value is one of `values`, through one join (or, inside a group
+    /// commit, through the group's [`Pending`] view of the store).
     fn find_by_values(&mut self, aid: Entid, values: &[Val]) -> Result<()> {
         let mut values: Vec<&Val> =
             values.iter().filter(|v| !self.lookups.contains_key(&(aid, (*v).clone()))).collect();
@@ -245,18 +267,18 @@ impl<'a> Tx<'a> {
         if values.is_empty() {
             return Ok(());
         }
-        let t = self.attr(aid).value_type;
-        stage::fill(self.conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false, 0)))?;
-        let sql =
-            format!("SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}", self.store.current(aid), to_store(t, "k"));
-        let mut st = self.conn.prepare_cached(&sql)?;
-        let found: Vec<(i64, Entid)> =
-            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<std::result::Result<_, _>>()?;
-        for v in &values {
-            self.lookups.insert((aid, (*v).clone()), None);
-        }
-        for (i, e) in found {
-            self.lookups.insert((aid, values[i as usize].clone()), Some(e));
+        let found = match self.pending {
+            Some(p) => p.holders(self.conn, self.cache, self.attr(aid), &values)?,
+            None => {
+                let mut found = vec![None; values.len()];
+                for (i, e) in read_holders(self.conn, self.cache, self.attr(aid), &values, true)? {
+                    found[i] = Some(e);
+                }
+                found
+            }
+        };
+        for (v, e) in values.iter().zip(found) {
+            self.lookups.insert((aid, (*v).clone()), e);
         }
         Ok(())
     }
@@ -484,43 +506,13 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Current values of (entity, attribute) pairs with the tx that asserted each, grouped by attribute: one
-    /// join per attribute.
+    /// Current values of (entity, attribute) pairs with the tx that asserted each (inside a group commit, as the
+    /// group's earlier members left them).
     fn current_values(&self, pairs: &[(Entid, Entid)]) -> Result<CurrentValues> {
-        let mut out = CurrentValues::new();
-        if pairs.is_empty() {
-            return Ok(out);
+        match self.pending {
+            Some(p) => p.current_values(self.conn, self.cache, &self.before, pairs),
+            None => read_current(self.conn, self.cache, &self.before, pairs, true),
         }
-        if pairs.len() <= SMALL_TX {
-            // A few point reads cost less than staging the keys.
-            for (e, a) in pairs {
-                let t = self.attr(*a).value_type;
-                let sql = format!("SELECT {}, tx FROM {} WHERE e = $1", from_store(t, "v"), self.store.current(*a));
-                let mut st = self.conn.prepare_cached(&sql)?;
-                let rows = st.query_map([e], |r| Ok((read_val(r, 0, t)?, r.get::<_, i64>(1)?)))?;
-                for row in rows {
-                    out.entry((*e, *a)).or_default().push(row?);
-                }
-            }
-            return Ok(out);
-        }
-        stage::fill(self.conn, KEYS, pairs.iter().map(|(e, a)| (*a, *e, None, false, 0)))?;
-        let attrs: BTreeSet<Entid> = pairs.iter().map(|p| p.1).collect();
-        for a in attrs {
-            let t = self.attr(a).value_type;
-            let sql = format!(
-                "SELECT c.e, {}, c.tx FROM {} c WHERE c.e IN (SELECT e FROM {KEYS} WHERE a = {a})",
-                from_store(t, "c.v"),
-                self.store.current(a)
-            );
-            let mut st = self.conn.prepare_cached(&sql)?;
-            let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?, r.get::<_, i64>(2)?)))?;
-            for row in rows {
-                let (e, v, tx) = row?;
-                out.entry((e, a)).or_default().push((v, tx));
-            }
-        }
-        Ok(out)
     }
 
     fn check_cas(&self, cas: &[(Entid, Entid, Option<Val>, Val, String)]) -> Result<Vec<Eav>> {
@@ -548,11 +540,14 @@ impl<'a> Tx<'a> {
 
     /// All datoms of the entities, the datoms that refer to them, and recursively those of their components.
     fn expand_retract_entities(&self, roots: &[Entid]) -> Result<Vec<Eav>> {
+        if !roots.is_empty() {
+            Pending::require_empty(self.pending, ":db/retractEntity")?;
+        }
         let mut out = Vec::new();
         let mut done: HashSet<Entid> = HashSet::new();
         let mut frontier: Vec<Entid> = roots.iter().copied().filter(|e| done.insert(*e)).collect();
         while !frontier.is_empty() {
-            stage::fill(self.conn, KEYS, frontier.iter().map(|e| (0, *e, None, false, 0)))?;
+            stage::fill(self.conn, KEYS, frontier.iter().map(|e| (0, *e, None, false, 0, 0)))?;
             let mut next = Vec::new();
             for attr in self.before.attributes() {
                 let t = attr.value_type;
@@ -683,6 +678,7 @@ impl<'a> Tx<'a> {
         if touched.is_empty() {
             return Ok(());
         }
+        Pending::require_empty(self.pending, "a schema change")?;
         let mut props: HashMap<Entid, HashMap<Entid, String>> = HashMap::new();
         for e in &touched {
             props.insert(*e, self.before.attribute(*e).map(attribute_props).unwrap_or_default());
@@ -696,7 +692,7 @@ impl<'a> Tx<'a> {
         for (e, a, v) in retracts.iter().filter(|d| is_schema_attr(d.1)) {
             if *a == layout::DB_IDENT {
                 if let Val::Str(i) = v {
-                    self.schema.remove_ident(i);
+                    Arc::make_mut(&mut self.schema).remove_ident(i);
                 }
             } else if props.get(e).and_then(|p| p.get(a)) == Some(&text(v)) {
                 props.get_mut(e).map(|p| p.remove(a));
@@ -705,7 +701,7 @@ impl<'a> Tx<'a> {
         for (e, a, v) in adds.iter().filter(|d| is_schema_attr(d.1)) {
             if *a == layout::DB_IDENT {
                 if let Val::Str(i) = v {
-                    self.schema.add_ident(i, *e);
+                    Arc::make_mut(&mut self.schema).add_ident(i, *e);
                 }
             } else {
                 props.entry(*e).or_default().insert(*a, text(v));
@@ -742,14 +738,14 @@ impl<'a> Tx<'a> {
                     for sql in store::attribute_ddl(self.store, &new) {
                         self.conn.execute_batch(&sql)?;
                     }
-                    self.schema.add_attribute(new);
+                    Arc::make_mut(&mut self.schema).add_attribute(new);
                 }
                 (Some(old), Some(new)) => {
                     self.alter_attribute(&old, &new).map_err(|e| match e {
                         StorageError::Schema { reason, .. } => err(reason),
                         other => other,
                     })?;
-                    self.schema.add_attribute(new);
+                    Arc::make_mut(&mut self.schema).add_attribute(new);
                 }
             }
         }
@@ -805,97 +801,217 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Stages the final datoms and writes them: for each touched attribute one `DELETE ... USING` and one
-    /// `INSERT ... SELECT` into history for retractions, and one `INSERT ... SELECT` into current state for
-    /// assertions.
+    /// Writes the transaction's datoms and partition marks now, or, inside a group commit, leaves them to the
+    /// group's flush.
     fn write(&self, adds: &[Eav], retracts: &[Eav], trace: &mut Trace) -> Result<()> {
-        if adds.len() + retracts.len() <= SMALL_TX {
-            return self.write_small(adds, retracts, trace);
+        if self.pending.is_some() {
+            return Ok(());
         }
-        let rows = adds.iter().map(|(e, a, v)| (*a, *e, Some(v), true, self.tx)).chain(
-            retracts.iter().map(|d| (d.1, d.0, Some(&d.2), false, self.asserted_in.get(d).copied().unwrap_or(0))),
-        );
-        stage::fill(self.conn, STAGE, rows)?;
-        trace.mark("stage");
-        let added: BTreeSet<Entid> = adds.iter().map(|d| d.1).collect();
-        let removed: BTreeSet<Entid> = retracts.iter().map(|d| d.1).collect();
         let tx = self.tx;
-        // Each statement's text depends only on the attribute, so it is prepared once per connection and reused.
-        let run = |sql: String, params: &[&dyn duckdb::ToSql]| -> Result<()> {
-            self.conn.prepare_cached(&sql)?.execute(params)?;
-            Ok(())
-        };
-        for a in added.union(&removed) {
-            let attr = self.schema.attribute(*a).unwrap_or_else(|| self.attr(*a));
-            let v = to_store(attr.value_type, "s");
-            let (cur, hist) = (self.store.current(*a), self.store.history(*a));
-            if removed.contains(a) {
-                run(
-                    format!(
-                        "DELETE FROM {cur} c USING {STAGE} s \
-                         WHERE s.a = {a} AND NOT s.added AND c.e = s.e AND c.v = {v}"
-                    ),
-                    &[],
-                )?;
-                run(
-                    format!(
-                        "INSERT INTO {hist} SELECT s.e, {v}, s.tx, $1 FROM {STAGE} s WHERE s.a = {a} AND NOT s.added"
-                    ),
-                    &[&tx],
-                )?;
-            }
-            if added.contains(a) {
-                run(
-                    format!("INSERT INTO {cur} SELECT s.e, {v}, $1 FROM {STAGE} s WHERE s.a = {a} AND s.added"),
-                    &[&tx],
-                )?;
-            }
-        }
-        self.write_partitions()?;
+        let asserted = |d: &Eav| self.asserted_in.get(d).copied().unwrap_or(0);
+        write_datoms(
+            self.conn,
+            self.store,
+            &self.schema,
+            adds.iter().map(|d| (d, tx)),
+            retracts.iter().map(|d| (d, asserted(d), tx)),
+        )?;
+        write_partitions(self.conn, self.store, &self.parts_before, &self.parts)?;
         trace.mark("write");
         Ok(())
     }
+}
 
-    /// The write of a small transaction: one prepared point statement per datom (`DELETE ... WHERE e = $1 AND
-    /// v = $2`, `INSERT ... VALUES`), which costs less than staging a handful of rows.
-    fn write_small(&self, adds: &[Eav], retracts: &[Eav], trace: &mut Trace) -> Result<()> {
-        let run = |sql: String, params: &[&dyn duckdb::ToSql]| -> Result<()> {
-            self.conn.prepare_cached(&sql)?.execute(params)?;
-            Ok(())
+/// Current values of (entity, attribute) pairs with the tx that asserted each, as the tables hold them: with
+/// `use_index`, from the store's entity index for the attributes it holds (it takes every commit under the
+/// writer lock the caller holds, so it is the committed state: only right while the caller's open DuckDB
+/// transaction has written no datoms), else from the tables: a few point reads, or one join per attribute
+/// against the staged keys.
+pub(crate) fn read_current(
+    conn: &Connection,
+    store: &Store,
+    schema: &Schema,
+    pairs: &[(Entid, Entid)],
+    use_index: bool,
+) -> Result<CurrentValues> {
+    let mut out = CurrentValues::new();
+    if pairs.is_empty() {
+        return Ok(out);
+    }
+    let value_type = |a: Entid| schema.attribute(a).expect("pairs name attributes of the schema").value_type;
+    let snap = store.index.snapshot();
+    let mut rest: Vec<(Entid, Entid)> = Vec::new();
+    let mut keys = Vec::new();
+    for &(e, a) in pairs {
+        let Some(ix) = snap.attr(a).filter(|_| use_index) else {
+            rest.push((e, a));
+            continue;
         };
-        let tx = self.tx;
-        for d in retracts {
-            let attr = self.schema.attribute(d.1).unwrap_or_else(|| self.attr(d.1));
-            let (cur, hist) = (self.store.current(d.1), self.store.history(d.1));
-            let v = stage::param_to_store(attr.value_type, "$2");
+        keys.clear();
+        ix.current(e, &mut keys);
+        if !keys.is_empty() {
+            let t = value_type(a);
+            out.insert((e, a), keys.iter().map(|(k, tx)| (k.to_val(t), *tx)).collect());
+        }
+    }
+    let pairs = rest;
+    let name = &store.name;
+    if pairs.len() <= SMALL_READ {
+        // A few point reads cost less than staging the keys.
+        for (e, a) in &pairs {
+            let t = value_type(*a);
+            let sql = format!("SELECT {}, tx FROM {} WHERE e = $1", from_store(t, "v"), name.current(*a));
+            let mut st = conn.prepare_cached(&sql)?;
+            let rows = st.query_map([e], |r| Ok((read_val(r, 0, t)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                out.entry((*e, *a)).or_default().push(row?);
+            }
+        }
+        return Ok(out);
+    }
+    stage::fill(conn, KEYS, pairs.iter().map(|(e, a)| (*a, *e, None, false, 0, 0)))?;
+    let attrs: BTreeSet<Entid> = pairs.iter().map(|p| p.1).collect();
+    for a in attrs {
+        let t = value_type(a);
+        let sql = format!(
+            "SELECT c.e, {}, c.tx FROM {} c WHERE c.e IN (SELECT e FROM {KEYS} WHERE a = {a})",
+            from_store(t, "c.v"),
+            name.current(a)
+        );
+        let mut st = conn.prepare_cached(&sql)?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, read_val(r, 1, t)?, r.get::<_, i64>(2)?)))?;
+        for row in rows {
+            let (e, v, tx) = row?;
+            out.entry((e, a)).or_default().push((v, tx));
+        }
+    }
+    Ok(out)
+}
+
+/// The entities whose current value of the unique attribute `attr` is `values[i]`, as `(i, entity)` pairs, as
+/// the tables hold them: with `use_index` (see [`read_current`]) from the store's entity index when it holds
+/// the attribute with its value order, else from the tables through one join.
+pub(crate) fn read_holders(
+    conn: &Connection,
+    store: &Store,
+    attr: &Attribute,
+    values: &[&Val],
+    use_index: bool,
+) -> Result<Vec<(usize, Entid)>> {
+    let aid = attr.entid;
+    let snap = store.index.snapshot();
+    if let Some(ix) = snap.attr(aid).filter(|_| use_index) {
+        let mut out = Vec::new();
+        let mut es = Vec::new();
+        let mut answered = true;
+        for (i, v) in values.iter().enumerate() {
+            let Some(k) = crate::eindex::IKey::from_val(v) else {
+                answered = false;
+                break;
+            };
+            es.clear();
+            if ix.entities(&k, None, &mut es).is_none() {
+                answered = false;
+                break;
+            }
+            out.extend(es.iter().map(|e| (i, *e)));
+        }
+        if answered {
+            return Ok(out);
+        }
+    }
+    stage::fill(conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false, 0, 0)))?;
+    let sql = format!(
+        "SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}",
+        store.name.current(aid),
+        to_store(attr.value_type, "k")
+    );
+    let mut st = conn.prepare_cached(&sql)?;
+    let found = st.query_map([], |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?)))?;
+    Ok(found.collect::<std::result::Result<_, _>>()?)
+}
+
+/// Writes datoms to the store's tables: `adds` as `(datom, tx)` into current state, `retracts` as `(datom, tx
+/// that asserted it, tx that retracts it)` out of current state and into history. A handful go as prepared
+/// point statements; more are staged with the appender and written with one `DELETE ... USING` and one
+/// `INSERT ... SELECT` into history per attribute with retractions, then one `INSERT ... SELECT` into current
+/// state per attribute with assertions. Every statement's text depends only on the attribute, so each is
+/// prepared once per connection. The retractions are deleted before anything is inserted, so a datom retracted
+/// and asserted again (by two transactions of one group) ends up current.
+pub(crate) fn write_datoms<'d>(
+    conn: &Connection,
+    store: &StoreName,
+    schema: &Schema,
+    adds: impl Iterator<Item = (&'d Eav, Entid)> + Clone,
+    retracts: impl Iterator<Item = (&'d Eav, Entid, Entid)> + Clone,
+) -> Result<()> {
+    let run = |sql: String, params: &[&dyn duckdb::ToSql]| -> Result<()> {
+        conn.prepare_cached(&sql)?.execute(params)?;
+        Ok(())
+    };
+    let value_type = |a: Entid| schema.attribute(a).expect("datoms name attributes of the schema").value_type;
+    if adds.clone().take(SMALL_TX + 1).count() + retracts.clone().take(SMALL_TX + 1).count() <= SMALL_TX {
+        for (d, asserted, tx) in retracts {
+            let (cur, hist) = (store.current(d.1), store.history(d.1));
+            let v = stage::param_to_store(value_type(d.1), "$2");
             let value = stage::param(&d.2);
-            let asserted = self.asserted_in.get(d).copied().unwrap_or(0);
             run(format!("DELETE FROM {cur} WHERE e = $1 AND v = {v}"), &[&d.0, &value])?;
             run(format!("INSERT INTO {hist} VALUES ($1, {v}, $3, $4)"), &[&d.0, &value, &asserted, &tx])?;
         }
-        for (e, a, val) in adds {
-            let attr = self.schema.attribute(*a).unwrap_or_else(|| self.attr(*a));
-            let v = stage::param_to_store(attr.value_type, "$2");
-            run(format!("INSERT INTO {} VALUES ($1, {v}, $3)", self.store.current(*a)), &[e, &stage::param(val), &tx])?;
+        for ((e, a, val), tx) in adds {
+            let v = stage::param_to_store(value_type(*a), "$2");
+            run(format!("INSERT INTO {} VALUES ($1, {v}, $3)", store.current(*a)), &[e, &stage::param(val), &tx])?;
         }
-        self.write_partitions()?;
-        trace.mark("write");
-        Ok(())
+        return Ok(());
     }
+    let added: BTreeSet<Entid> = adds.clone().map(|(d, _)| d.1).collect();
+    let removed: BTreeSet<Entid> = retracts.clone().map(|(d, _, _)| d.1).collect();
+    let rows = adds
+        .map(|((e, a, v), tx)| (*a, *e, Some(v), true, tx, 0))
+        .chain(retracts.map(|((e, a, v), asserted, tx)| (*a, *e, Some(v), false, asserted, tx)));
+    stage::fill(conn, STAGE, rows)?;
+    for a in &removed {
+        let v = to_store(value_type(*a), "s");
+        let (cur, hist) = (store.current(*a), store.history(*a));
+        run(
+            format!("DELETE FROM {cur} c USING {STAGE} s WHERE s.a = {a} AND NOT s.added AND c.e = s.e AND c.v = {v}"),
+            &[],
+        )?;
+        run(
+            format!("INSERT INTO {hist} SELECT s.e, {v}, s.tx, s.rtx FROM {STAGE} s WHERE s.a = {a} AND NOT s.added"),
+            &[],
+        )?;
+    }
+    for a in &added {
+        let v = to_store(value_type(*a), "s");
+        run(
+            format!(
+                "INSERT INTO {} SELECT s.e, {v}, s.tx FROM {STAGE} s WHERE s.a = {a} AND s.added",
+                store.current(*a)
+            ),
+            &[],
+        )?;
+    }
+    Ok(())
+}
 
-    /// Stores the partition marks when `:db.part/db` or `:db.part/user` moved (the tx mark is derived from
-    /// the newest transaction when a store is opened, so a transaction that allocates no entity writes nothing).
-    fn write_partitions(&self) -> Result<()> {
-        if (self.parts.next_db, self.parts.next_user) == (self.parts_before.next_db, self.parts_before.next_user) {
-            return Ok(());
-        }
-        let sql = format!(
-            "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
-            self.store.table("partitions")
-        );
-        self.conn.prepare_cached(&sql)?.execute([self.parts.next_db, self.parts.next_user, self.parts.next_tx])?;
-        Ok(())
+/// Stores the partition marks when `:db.part/db` or `:db.part/user` moved since `before` (the tx mark is derived
+/// from the newest transaction when a store is opened, so a transaction that allocates no entity writes nothing).
+pub(crate) fn write_partitions(
+    conn: &Connection,
+    store: &StoreName,
+    before: &Partitions,
+    after: &Partitions,
+) -> Result<()> {
+    if (after.next_db, after.next_user) == (before.next_db, before.next_user) {
+        return Ok(());
     }
+    let sql = format!(
+        "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
+        store.table("partitions")
+    );
+    conn.prepare_cached(&sql)?.execute([after.next_db, after.next_user, after.next_tx])?;
+    Ok(())
 }
 
 /// A single-row query's row, or None when it returned no row.

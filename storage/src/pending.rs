@@ -1,0 +1,359 @@
+//! A group commit's novelty: the datoms that the members of one group (see [`crate::group`]) have transacted and
+//! that are not in the store's tables yet, and the store as each member sees it through them.
+//!
+//! A member reads "the store now" as the tables (the state before the group, or at the group's last flush) with
+//! the earlier members' retractions taken out and their assertions put in, the way Datomic's memory index sits
+//! over its durable indexes. It writes nothing itself: the group writes every member's datoms at once
+//! ([`Pending::flush`]), one staged `DELETE`/`INSERT` per touched attribute, instead of a handful of point
+//! statements per member. The reads of the tables are batched too: [`Pending::prefetch`] reads, for the whole
+//! group, the current values of every (entity, attribute) the members name and the holders of every unique value
+//! they name, one join per attribute, and keeps them; a member that needs anything else reads it on demand and
+//! keeps it for the members after it.
+//!
+//! What a member cannot see through this view (a scan of a whole attribute when its schema changes, the datoms
+//! that point at an entity for `:db/retractEntity`) is read from the tables after a flush: the group flushes
+//! before such a member ([`needs_flush`]), so its view is exactly the tables.
+
+use crate::error::{Result, StorageError};
+use crate::store::Partitions;
+use crate::store::Store;
+use crate::transactor::{self, Applied, CurrentValues, Eav};
+use crate::txparse::{EntityPlace, Term, ValuePlace};
+use crate::value::Val;
+use planner::layout;
+use planner::schema::{Attribute, Entid, Schema};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The group's datoms not yet written, indexed for the members that read after them, and the table reads kept
+/// for the group (valid until the next flush).
+pub(crate) struct Pending {
+    /// The partition marks as the store's table holds them.
+    parts_written: Partitions,
+    /// Asserted datoms with their tx, in transaction order.
+    adds: Vec<(Eav, Entid)>,
+    /// Retracted datoms with the tx that asserted each and the tx that retracts it, in transaction order.
+    retracts: Vec<(Eav, Entid, Entid)>,
+    /// Where each member's datoms end in `adds` and `retracts`.
+    members: Vec<(usize, usize)>,
+    /// How many members the index below covers. The index is built only once a second member reads, so a group
+    /// of one transaction (a bulk load) never pays for it.
+    indexed: usize,
+    /// (entity, attribute) -> positions in `adds` of the datoms still current.
+    live: HashMap<(Entid, Entid), Vec<usize>>,
+    /// Positions in `adds` of datoms a later member retracted (not written to current state).
+    dead: HashSet<usize>,
+    /// (unique attribute, value) -> the entity that holds it through a datom of the group.
+    by_value: HashMap<(Entid, Val), Entid>,
+    /// Every datom the group retracted: a table row with one of these is no longer current.
+    retracted: HashSet<Eav>,
+    /// Entities the group allocated: they have no rows in the tables.
+    born: HashSet<Entid>,
+    /// Whether the tables hold datoms of the group (a flush ran): the entity index, which holds the committed
+    /// state, then no longer answers for them.
+    flushed: bool,
+    /// Current values read from the tables, by (entity, attribute); an empty list is a pair read and found empty.
+    base: RefCell<CurrentValues>,
+    /// Holders of unique values read from the tables; None: no entity holds the value there.
+    base_holders: RefCell<HashMap<(Entid, Val), Option<Entid>>>,
+}
+
+/// Whether a member's view must be the tables themselves, so that the group flushes before running it: it
+/// changes the schema (which may scan an attribute's table, or create one) or retracts whole entities (which reads
+/// every attribute for datoms about or pointing at them).
+pub(crate) fn needs_flush(terms: &[Term]) -> bool {
+    terms.iter().any(|t| match t {
+        Term::Add { a, .. } | Term::Retract { a, .. } | Term::RetractAttribute { a, .. } | Term::Cas { a, .. } => {
+            (layout::DB_IDENT..=layout::DB_DOC).contains(a)
+        }
+        Term::RetractEntity { .. } => true,
+    })
+}
+
+impl Pending {
+    /// An empty novelty over tables whose partition marks are `parts`.
+    pub fn new(parts: Partitions) -> Pending {
+        Pending {
+            parts_written: parts,
+            adds: Vec::new(),
+            retracts: Vec::new(),
+            members: Vec::new(),
+            indexed: 0,
+            live: HashMap::new(),
+            dead: HashSet::new(),
+            by_value: HashMap::new(),
+            retracted: HashSet::new(),
+            born: HashSet::new(),
+            flushed: false,
+            base: RefCell::default(),
+            base_holders: RefCell::default(),
+        }
+    }
+
+    /// True when every member's datoms are in the tables.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Takes a member that succeeded: its datoms join the novelty (the next member sees them once
+    /// [`Pending::catch_up`] has run).
+    pub fn add(&mut self, a: &Applied) {
+        let tx = a.report.tx;
+        self.adds.extend(a.written.0.iter().map(|d| (d.clone(), tx)));
+        self.retracts.extend(a.written.1.iter().map(|(d, asserted)| (d.clone(), *asserted, tx)));
+        self.members.push((self.adds.len(), self.retracts.len()));
+        self.born.extend(a.new_entities.iter().copied());
+        self.born.insert(tx);
+    }
+
+    /// Indexes the members taken since the last call, in order, so that reads see them. `schema` says which
+    /// attributes are unique (only their values are looked up by value).
+    pub fn catch_up(&mut self, schema: &Schema) {
+        while self.indexed < self.members.len() {
+            let k = self.indexed;
+            let (add_from, retract_from) = if k == 0 { (0, 0) } else { self.members[k - 1] };
+            let (add_to, retract_to) = self.members[k];
+            for (d, _, _) in &self.retracts[retract_from..retract_to] {
+                let key = (d.0, d.1);
+                if let Some(positions) = self.live.get_mut(&key) {
+                    if let Some(at) = positions.iter().position(|&i| self.adds[i].0 == *d) {
+                        self.dead.insert(positions.swap_remove(at));
+                    }
+                }
+                if self.by_value.get(&(d.1, d.2.clone())) == Some(&d.0) {
+                    self.by_value.remove(&(d.1, d.2.clone()));
+                }
+                self.retracted.insert(d.clone());
+            }
+            for i in add_from..add_to {
+                let d = &self.adds[i].0;
+                self.live.entry((d.0, d.1)).or_default().push(i);
+                if schema.attribute(d.1).is_some_and(|a| a.unique.is_some()) {
+                    self.by_value.insert((d.1, d.2.clone()), d.0);
+                }
+            }
+            self.indexed += 1;
+        }
+    }
+
+    /// Current values of (entity, attribute) pairs with the tx that asserted each, as the members so far left
+    /// them (call [`Pending::catch_up`] first). Pairs not read before are read from the tables in one batch.
+    pub fn current_values(
+        &self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        schema: &Schema,
+        pairs: &[(Entid, Entid)],
+    ) -> Result<CurrentValues> {
+        self.read_base(conn, store, schema, pairs.iter().copied())?;
+        let base = self.base.borrow();
+        let mut out = CurrentValues::new();
+        for p in pairs {
+            let mut values: Vec<(Val, Entid)> = match base.get(p) {
+                Some(rows) if self.retracted.is_empty() => rows.clone(),
+                Some(rows) => {
+                    rows.iter().filter(|(v, _)| !self.retracted.contains(&(p.0, p.1, v.clone()))).cloned().collect()
+                }
+                None => Vec::new(),
+            };
+            for &i in self.live.get(p).into_iter().flatten() {
+                values.push((self.adds[i].0 .2.clone(), self.adds[i].1));
+            }
+            if !values.is_empty() {
+                out.insert(*p, values);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The entity that holds each of `values` for the unique attribute `attr` now (None: no entity does), as the
+    /// members so far left them (call [`Pending::catch_up`] first).
+    pub fn holders(
+        &self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        attr: &Attribute,
+        values: &[&Val],
+    ) -> Result<Vec<Option<Entid>>> {
+        let a = attr.entid;
+        self.read_holders(conn, store, attr, values.iter().copied())?;
+        let base = self.base_holders.borrow();
+        Ok(values
+            .iter()
+            .map(|v| {
+                let key = (a, (*v).clone());
+                if let Some(e) = self.by_value.get(&key) {
+                    return Some(*e);
+                }
+                base.get(&key)
+                    .copied()
+                    .flatten()
+                    .filter(|h| self.retracted.is_empty() || !self.retracted.contains(&(*h, a, (*v).clone())))
+            })
+            .collect())
+    }
+
+    /// Reads from the tables, for the whole group at once, what its members will look up: the holders of the
+    /// unique values they name (lookup refs, upserts, unique checks) and the current values of the (entity,
+    /// attribute) pairs they name by entid, ident or lookup ref. Terms are parsed with `schema`.
+    pub fn prefetch<'t>(
+        &self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        schema: &Schema,
+        members: impl Iterator<Item = &'t [Term]> + Clone,
+    ) -> Result<()> {
+        let mut by_attr: BTreeMap<Entid, Vec<&Val>> = BTreeMap::new();
+        let note_ref = |p: &'t EntityPlace, by_attr: &mut BTreeMap<Entid, Vec<&'t Val>>| {
+            if let EntityPlace::LookupRef(a, v) = p {
+                by_attr.entry(*a).or_default().push(v);
+            }
+        };
+        for terms in members.clone() {
+            for t in terms {
+                match t {
+                    Term::Add { e, a, v, .. } => {
+                        note_ref(e, &mut by_attr);
+                        match v {
+                            ValuePlace::Entity(p) => note_ref(p, &mut by_attr),
+                            ValuePlace::Scalar(s) => {
+                                if schema.attribute(*a).is_some_and(|x| x.unique.is_some()) {
+                                    by_attr.entry(*a).or_default().push(s);
+                                }
+                            }
+                        }
+                    }
+                    Term::Retract { e, v, .. } => {
+                        note_ref(e, &mut by_attr);
+                        if let ValuePlace::Entity(p) = v {
+                            note_ref(p, &mut by_attr);
+                        }
+                    }
+                    Term::RetractAttribute { e, .. } | Term::Cas { e, .. } | Term::RetractEntity { e, .. } => {
+                        note_ref(e, &mut by_attr)
+                    }
+                }
+            }
+        }
+        for (a, values) in by_attr {
+            if let Some(attr) = schema.attribute(a) {
+                self.read_holders(conn, store, attr, values.into_iter())?;
+            }
+        }
+        let holders = self.base_holders.borrow();
+        let entity = |p: &EntityPlace| match p {
+            EntityPlace::Entid(e) => Some(*e),
+            EntityPlace::Ident(i) => schema.entid(i),
+            EntityPlace::LookupRef(a, v) => {
+                store.cached_lookup(*a, v).or_else(|| holders.get(&(*a, v.clone())).copied().flatten())
+            }
+            EntityPlace::TempId(_) | EntityPlace::Tx => None,
+        };
+        let mut pairs: Vec<(Entid, Entid)> = Vec::new();
+        for terms in members {
+            for t in terms {
+                let (e, a) = match t {
+                    Term::Add { e, a, .. }
+                    | Term::Retract { e, a, .. }
+                    | Term::RetractAttribute { e, a, .. }
+                    | Term::Cas { e, a, .. } => (e, *a),
+                    Term::RetractEntity { .. } => continue,
+                };
+                if let Some(e) = entity(e) {
+                    if schema.attribute(a).is_some() {
+                        pairs.push((e, a));
+                    }
+                }
+            }
+        }
+        drop(holders);
+        self.read_base(conn, store, schema, pairs.into_iter())
+    }
+
+    /// Reads the current values of the pairs not read yet (entities born in the group have none).
+    fn read_base(
+        &self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        schema: &Schema,
+        pairs: impl Iterator<Item = (Entid, Entid)>,
+    ) -> Result<()> {
+        let mut base = self.base.borrow_mut();
+        let mut missing: Vec<(Entid, Entid)> =
+            pairs.filter(|p| !self.born.contains(&p.0) && !base.contains_key(p)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let mut read = transactor::read_current(conn, store, schema, &missing, !self.flushed)?;
+        for p in missing {
+            let rows = read.remove(&p).unwrap_or_default();
+            base.insert(p, rows);
+        }
+        Ok(())
+    }
+
+    /// Reads the holders of the unique values not read yet.
+    fn read_holders<'v>(
+        &self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        attr: &Attribute,
+        values: impl Iterator<Item = &'v Val>,
+    ) -> Result<()> {
+        let a = attr.entid;
+        let mut known = self.base_holders.borrow_mut();
+        let mut seen: HashSet<&Val> = HashSet::new();
+        // a value the store's unique-value cache knows never gets here (the transactor asks the cache first)
+        let missing: Vec<&Val> = values
+            .filter(|v| seen.insert(*v))
+            .filter(|v| !known.contains_key(&(a, (*v).clone())) && store.cached_lookup(a, v).is_none())
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut found = vec![None; missing.len()];
+        for (i, e) in transactor::read_holders(conn, store, attr, &missing, !self.flushed)? {
+            found[i] = Some(e);
+        }
+        for (v, e) in missing.into_iter().zip(found) {
+            known.insert((a, v.clone()), e);
+        }
+        Ok(())
+    }
+
+    /// Writes every member's datoms to the tables (the retractions, then the assertions still current) and the
+    /// partition marks `parts`, and starts again empty: the tables now hold everything, the reads kept are
+    /// dropped, and later reads go to the tables (the entity index does not hold uncommitted datoms). `schema` is the schema after the members (it has every attribute they name).
+    pub fn flush(
+        &mut self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        schema: &Schema,
+        parts: &Partitions,
+    ) -> Result<()> {
+        if self.members.len() > 1 {
+            self.catch_up(schema);
+        }
+        let dead = &self.dead;
+        let adds = self.adds.iter().enumerate().filter(|(i, _)| !dead.contains(i)).map(|(_, (d, tx))| (d, *tx));
+        let retracts = self.retracts.iter().map(|(d, asserted, tx)| (d, *asserted, *tx));
+        transactor::write_datoms(conn, &store.name, schema, adds, retracts)?;
+        transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
+        *self = Pending::new(*parts);
+        self.flushed = true;
+        Ok(())
+    }
+
+    /// An error for a member that needs the tables themselves but runs while the group holds unwritten datoms
+    /// (the group flushes before such members; this guards the rule).
+    pub fn require_empty(p: Option<&Pending>, what: &str) -> Result<()> {
+        match p {
+            Some(p) if !p.is_empty() => {
+                Err(StorageError::Store(format!("internal: {what} inside a group with unwritten datoms")))
+            }
+            _ => Ok(()),
+        }
+    }
+}
