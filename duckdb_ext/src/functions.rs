@@ -362,7 +362,8 @@ impl Cursor {
 /// base), `bytes BIGINT` (memory held, an estimate of arrays, strings and orders), `state VARCHAR` (`indexed`,
 /// `reading` (being read in the background; its queries take the SQL path meanwhile), or `refused`: past the memory
 /// budget `MENTAT_ENTITY_INDEX_MB` or of a type the index does not hold). No rows for a
-/// store no entity-shaped query has read yet. Errors if the store does not exist.
+/// store no entity-shaped query and no group of writes has read yet (the transactor reads an attribute in when a
+/// group looks up 16 or more of its datoms, `storage::pending::INDEX_AT`). Errors if the store does not exist.
 pub struct EntityIndexFn;
 
 pub struct IndexRows {

@@ -644,6 +644,11 @@ impl Snapshot {
     pub fn attr(&self, a: Entid) -> Option<&AttrIndex> {
         self.attrs.get(&a).map(|a| a.as_ref())
     }
+
+    /// Whether attribute `a` was refused (past the memory budget, or of a type the index does not hold).
+    pub fn is_refused(&self, a: Entid) -> bool {
+        self.refused.contains(&a)
+    }
 }
 
 /// A store's entity index (see the module docs).

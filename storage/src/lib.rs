@@ -9,7 +9,7 @@ pub mod group;
 pub mod import;
 pub mod interrupt;
 pub mod parquet;
-mod pending;
+pub mod pending;
 pub mod txparse;
 pub mod value;
 

@@ -25,6 +25,10 @@ use planner::schema::{Attribute, Entid, Schema};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// A group that reads at least this many datoms of one attribute reads the attribute into the entity index
+/// first (see [`Pending::index_if_read_enough`]).
+pub const INDEX_AT: usize = 16;
+
 /// The group's datoms not yet written, indexed for the members that read after them, and the table reads kept
 /// for the group (valid until the next flush).
 pub(crate) struct Pending {
@@ -237,6 +241,7 @@ impl Pending {
         }
         for (a, values) in by_attr {
             if let Some(attr) = schema.attribute(a) {
+                self.index_if_read_enough(conn, store, attr, values.len())?;
                 self.read_holders(conn, store, attr, values.into_iter())?;
             }
         }
@@ -267,7 +272,33 @@ impl Pending {
             }
         }
         drop(holders);
+        let mut per_attr: BTreeMap<Entid, usize> = BTreeMap::new();
+        for (_, a) in &pairs {
+            *per_attr.entry(*a).or_default() += 1;
+        }
+        for (a, n) in per_attr {
+            if let Some(attr) = schema.attribute(a) {
+                self.index_if_read_enough(conn, store, attr, n)?;
+            }
+        }
         self.read_base(conn, store, schema, pairs.into_iter())
+    }
+
+    /// Reads attribute `attr` into the store's entity index now when a group is about to read `n` of its datoms
+    /// and `n` reaches [`INDEX_AT`]: a staged read costs a scan of the attribute's table (20 ms for 1,000
+    /// entities of a 1.3M-datom attribute at scale m), the index a memory probe per entity, and once read the
+    /// index follows every commit. Only before the group has written anything (the index is the committed
+    /// state), and within the index's memory budget (past it the attribute is refused and read from the table).
+    fn index_if_read_enough(&self, conn: &duckdb::Connection, store: &Store, attr: &Attribute, n: usize) -> Result<()> {
+        if n < INDEX_AT || self.flushed || !crate::eindex::indexable(attr.value_type) {
+            return Ok(());
+        }
+        let snap = store.index.snapshot();
+        if snap.attr(attr.entid).is_some() || snap.is_refused(attr.entid) {
+            return Ok(());
+        }
+        store.index.build(conn, &store.name, attr)?;
+        Ok(())
     }
 
     /// Reads the current values of the pairs not read yet (entities born in the group have none).
