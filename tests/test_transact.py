@@ -341,7 +341,7 @@ def test_retract_entity(db, op):
     assert (cur(db, ":issue/title"), cur(db, ":issue/comment"), cur(db, ":comment/text")) == ([], [], [])
     assert sorted(x[:2] for x in hist(db, ":comment/text") if not x[3]) == [(t["c1"], "c1"), (t["c2"], "c2")]
     # retracting by lookup ref; a non-component ref target is not retracted
-    r = transact(db, '[{:db/id "w" :user/email "w@x" :user/friend "v"}]')
+    r = transact(db, f'[{{:db/id "w" :user/email "w@x" :user/friend {t["v"]}}}]')
     r = transact(db, f'[[{op} [:user/email "w@x"]]]')
     assert r["datoms"] == 3
     assert cur(db, ":user/name") == [(t["v"], "V")]
@@ -554,3 +554,40 @@ def test_retract_with_lookup_ref_values(db):
                      f'[:db/retract {i} :issue/label (lookup-ref :label/name "L")]]')
     assert r["datoms"] == 3
     assert cur(db, ":issue/assignee") == [] and cur(db, ":issue/label") == []
+
+
+def test_tempid_used_only_as_a_value_is_refused(db):
+    """Datomic's :db.error/tempid-not-an-entity: a tempid that no datom is about names no entity."""
+    fails(db, '[[:db/add "a" :user/friend "b"]]', "tempid-not-an-entity", '"b"', '[:db/add "a" :user/friend "b"]')
+    fails(db, '[{:user/email "x@y" :user/friend ["b" "c"]}]', "tempid-not-an-entity", '"b"')
+    # a tempid that is also an entity somewhere in the transaction is fine, whatever the order
+    r = transact(db, '[[:db/add "a" :user/friend "b"] [:db/add "b" :user/name "B"]]')
+    assert cur(db, ":user/friend") == [(r["tempids"]["a"], r["tempids"]["b"])]
+
+
+def test_components_must_be_refs(db):
+    """Datomic's :db.error/components-must-be-refs, on installing and on altering an attribute."""
+    fails(db, "[{:db/ident :x/part :db/valueType :db.type/long :db/cardinality :db.cardinality/one "
+              ":db/isComponent true}]", "components-must-be-refs", ":x/part")
+    fails(db, "[{:db/id :user/age :db/isComponent true}]", "components-must-be-refs", ":user/age")
+
+
+def test_cardinality_many_values_as_a_list(db):
+    """Datomic's grammar takes a cardinality-many attribute's values as a list, a vector or a set."""
+    r = transact(db, '[{:db/id "u" :user/email "l@x" :user/tags (:a :b)} {:db/id "f" :user/name "F"} '
+                     '{:db/id "g" :user/name "G"} {:db/id "u" :user/friend ("f" "g")}]')
+    u, f, g = r["tempids"]["u"], r["tempids"]["f"], r["tempids"]["g"]
+    assert [v for e, v in cur(db, ":user/tags") if e == u] == [":a", ":b"]
+    assert [v for e, v in cur(db, ":user/friend") if e == u] == sorted([f, g])
+    # a list of one value for a cardinality-one attribute is one value; of two, an error
+    fails(db, '[{:user/email "m@x" :user/name ("a" "b")}]', "cardinality one", "2 values")
+    # the list forms of a lookup ref and of the transaction stay entity references
+    r = transact(db, '[{:db/id "v" :user/name "V" :user/friend (lookup-ref :user/email "l@x")}]')
+    assert [v for e, v in cur(db, ":user/friend") if e == r["tempids"]["v"]] == [u]
+
+
+def test_the_transaction_tempid_is_reported(db):
+    """Datomic's tempids map names "datomic.tx" when the transaction data does."""
+    r = transact(db, '[[:db/add "datomic.tx" :db/doc "why"] [:db/add "p" :user/name "P"]]')
+    assert r["tempids"] == {"datomic.tx": r["tx"], "p": r["tempids"]["p"]}
+    assert "datomic.tx" not in transact(db, '[[:db/add "q" :user/name "Q"]]')["tempids"]

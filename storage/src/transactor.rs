@@ -177,11 +177,18 @@ impl<'a> Tx<'a> {
     }
 
     fn run(&mut self, terms: Vec<Term>, trace: &mut Trace) -> Result<TxReport> {
+        let is_tx = |p: &EntityPlace| matches!(p, EntityPlace::Tx);
+        let terms_name_tx = terms.iter().any(|t| match t {
+            Term::Add { e, v, .. } | Term::Retract { e, v, .. } => {
+                is_tx(e) || matches!(v, ValuePlace::Entity(p) if is_tx(p))
+            }
+            Term::RetractAttribute { e, .. } | Term::RetractEntity { e, .. } | Term::Cas { e, .. } => is_tx(e),
+        });
         self.resolve_lookup_refs(&terms)?;
         trace.mark("lookup-refs");
         self.upsert(&terms)?;
         trace.mark("upsert");
-        self.allocate(&terms);
+        self.allocate(&terms)?;
         let mut adds: Vec<Eav> = Vec::new();
         let mut retracts: Vec<Eav> = Vec::new();
         let mut retract_entities: Vec<Entid> = Vec::new();
@@ -248,6 +255,10 @@ impl<'a> Tx<'a> {
                 TempId::Internal(_) => None,
             })
             .collect();
+        // Datomic reports the transaction's own tempid when the transaction names it
+        if terms_name_tx {
+            tempids.push(("datomic.tx".to_string(), self.tx));
+        }
         tempids.sort();
         Ok(TxReport { tx: self.tx, tx_instant, datoms: (self.written.0.len() + self.written.1.len()) as i64, tempids })
     }
@@ -369,7 +380,9 @@ impl<'a> Tx<'a> {
 
     /// Gives every unresolved tempid a new entid; tempids asserting the same identity value share one.
     /// Tempids that assert `:db/ident` are allocated in `:db.part/db`, the others in `:db.part/user`.
-    fn allocate(&mut self, terms: &[Term]) {
+    /// A tempid that appears only in value positions names no entity: Datomic's
+    /// `:db.error/tempid-not-an-entity`, an error naming the form.
+    fn allocate(&mut self, terms: &[Term]) -> Result<()> {
         let mut order: Vec<TempId> = Vec::new();
         let mut seen: HashSet<TempId> = HashSet::new();
         let mut in_db_part: HashSet<TempId> = HashSet::new();
@@ -416,6 +429,33 @@ impl<'a> Tx<'a> {
                 }
             }
         }
+        let as_entity: HashSet<&TempId> = terms
+            .iter()
+            .filter_map(|t| match t {
+                Term::Add { e: EntityPlace::TempId(x), .. }
+                | Term::Retract { e: EntityPlace::TempId(x), .. }
+                | Term::RetractAttribute { e: EntityPlace::TempId(x), .. }
+                | Term::RetractEntity { e: EntityPlace::TempId(x), .. }
+                | Term::Cas { e: EntityPlace::TempId(x), .. } => Some(x),
+                _ => None,
+            })
+            .collect();
+        if let Some(t) = order.iter().find(|t| !as_entity.contains(t)) {
+            let form = terms
+                .iter()
+                .find(|x| match x {
+                    Term::Add { v: ValuePlace::Entity(EntityPlace::TempId(y)), .. }
+                    | Term::Retract { v: ValuePlace::Entity(EntityPlace::TempId(y)), .. } => y == t,
+                    _ => false,
+                })
+                .map_or("the transaction", term_form);
+            return Err(StorageError::BadForm {
+                form: form.to_string(),
+                reason: format!(
+                    ":db.error/tempid-not-an-entity: tempid {t} is used only as a value; no datom is about it"
+                ),
+            });
+        }
         for t in order {
             if self.tempids.contains_key(&t) {
                 continue;
@@ -439,6 +479,7 @@ impl<'a> Tx<'a> {
             self.tempids.insert(root.clone(), e);
             self.tempids.insert(t, e);
         }
+        Ok(())
     }
 
     /// The text of the first form that states datom `d` (asserted when `added`), for error messages. Only called
@@ -735,6 +776,11 @@ impl<'a> Tx<'a> {
                     if new.fulltext && new.value_type != ValueType::String {
                         return Err(err(":db/fulltext needs :db.type/string".into()));
                     }
+                    if new.component && new.value_type != ValueType::Ref {
+                        return Err(
+                            err(":db.error/components-must-be-refs: :db/isComponent needs :db.type/ref".into()),
+                        );
+                    }
                     for sql in store::attribute_ddl(self.store, &new) {
                         self.conn.execute_batch(&sql)?;
                     }
@@ -760,6 +806,9 @@ impl<'a> Tx<'a> {
         }
         if new.fulltext != old.fulltext {
             return Err(err(":db/fulltext cannot be changed once installed"));
+        }
+        if new.component && new.value_type != ValueType::Ref {
+            return Err(err(":db.error/components-must-be-refs: :db/isComponent needs :db.type/ref"));
         }
         if old.many && !new.many {
             let sql = format!("SELECT e FROM {table} GROUP BY e HAVING count(*) > 1 LIMIT 1");

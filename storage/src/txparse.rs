@@ -216,8 +216,10 @@ impl<'s> TermBuilder<'s> {
                 continue;
             }
             let (attr, reverse) = self.attribute(k, form)?;
+            // Datomic's grammar takes the values of a cardinality-many attribute as a vector, a list or a set
             let values: Vec<&Edn> = match v {
                 Edn::Vector(items) if !self.is_lookup_ref(attr, v) => items.iter().collect(),
+                Edn::List(items) if !is_lookup_ref_call(v) => items.iter().collect(),
                 Edn::Set(items) => items.iter().collect(),
                 _ => vec![v],
             };
@@ -249,6 +251,9 @@ impl<'s> TermBuilder<'s> {
     }
 
     fn is_lookup_ref(&self, attr: &Attribute, v: &Edn) -> bool {
+        if is_lookup_ref_call(v) {
+            return true;
+        }
         attr.value_type == ValueType::Ref
             && matches!(v, Edn::Vector(items) if items.len() == 2
                 && matches!(&items[0], Edn::Keyword(k) if self.schema.attribute_by_ident(&k.to_string()).is_some_and(|a| a.unique.is_some())))
@@ -382,6 +387,13 @@ pub fn parse_forms(forms: &[Edn], schema: &Schema) -> Result<Vec<Term>> {
         b.add_form(f)?;
     }
     Ok(b.terms)
+}
+
+/// Whether `v` is the list form of a lookup ref or of the transaction's entity: `(lookup-ref a v)`,
+/// `(transaction-tx)`.
+fn is_lookup_ref_call(v: &Edn) -> bool {
+    matches!(v, Edn::List(items) if matches!(items.first(), Some(Edn::Symbol(s))
+        if matches!(s.to_string().as_str(), "lookup-ref" | "transaction-tx")))
 }
 
 #[cfg(test)]
