@@ -34,6 +34,9 @@
 //!     [--clients 1,8,64] [--update-time 15] [--mixed-time 10] [--ceiling-time 4]
 //! ```
 //!
+//! `mentat-native-bench --selftest EXT` only checks that the extension loads into the linked libduckdb and that
+//! `mentat_transact` and `mentat_q` work from this binary.
+//!
 //! It prints one JSON document on stdout (progress goes to stderr) and exits 0 unless its arguments or the data
 //! directory are unusable; errors and wrong answers of a driver are in the document.
 
@@ -257,7 +260,44 @@ fn failed(e: impl std::fmt::Display) -> Value {
     json!({"status": "error", "reason": e.to_string()})
 }
 
+/// `--selftest EXT`: loads the extension into an in-memory database of the linked libduckdb, transacts a schema
+/// and an entity through `mentat_transact`, reads it back through `mentat_q`, and opens SQLite; prints what it
+/// found. build.sh runs it after a build.
+fn selftest(ext: &str) -> Res<()> {
+    let cfg = duckdb::Config::default().allow_unsigned_extensions()?;
+    let c = duckdb::Connection::open_with_flags(":memory:", cfg)?;
+    let version: String = c.query_row("SELECT version()", [], |r| r.get(0))?;
+    c.execute_batch(&format!("LOAD '{}'", ext.replace('\'', "''")))?;
+    c.query_row(
+        "SELECT tx FROM mentat_transact('[{:db/ident :t/name :db/valueType :db.type/string \
+         :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}]')",
+        [],
+        |r| r.get::<_, i64>(0),
+    )?;
+    let (tx, datoms): (i64, i64) =
+        c.query_row("SELECT tx, datoms FROM mentat_transact('[{:t/name \"native\"}]')", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let name: String =
+        c.query_row("SELECT name FROM mentat_q('[:find ?name :where [_ :t/name ?name]]')", [], |r| r.get(0))?;
+    if name != "native" || datoms != 2 {
+        return Err(format!("mentat_q gave {name:?} after a transaction of {datoms} datoms").into());
+    }
+    let sqlite: String =
+        rusqlite::Connection::open_in_memory()?.query_row("SELECT sqlite_version()", [], |r| r.get(0))?;
+    println!("selftest ok: DuckDB {version} loaded {ext}; mentat_transact gave tx {tx}; SQLite {sqlite}");
+    Ok(())
+}
+
 fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.len() == 3 && argv[1] == "--selftest" {
+        if let Err(e) = selftest(&argv[2]) {
+            eprintln!("selftest failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let a = parse_args();
     let t0 = Instant::now();
     let w = Workload::read(&a.data).unwrap_or_else(|e| usage(&format!("{}: {e}", a.data.display())));
