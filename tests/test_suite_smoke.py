@@ -11,6 +11,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXT = pathlib.Path(os.environ.get("MENTAT_EXTENSION", ROOT / "build" / "mentat.duckdb_extension"))
+NATIVE = pathlib.Path(os.environ.get("MENTAT_NATIVE_BENCH",
+                                     ROOT / "benchmarks" / "native" / "target" / "release" / "mentat-native-bench"))
 
 
 @pytest.mark.skipif(not EXT.exists(), reason="extension not built")
@@ -31,6 +33,16 @@ def test_suite_smoke_xs(tmp_path):
     for sc in ["q1", "q2", "q3", "q4", "as_of", "since", "input_bindings", "pull"]:
         assert by[("duckdb_sql", sc)]["status"] == "ok", (sc, by[("duckdb_sql", sc)])
     assert by[("mentat", "pull")]["status"] in ("ok", "skipped")
+    # the native driver (benchmarks/native/build.sh): when it is built, both drivers run every native scenario with
+    # checked answers; else the scenario is a skip that says how to build it
+    native = {(x["peer"], x["variant"]): x for x in rows if x["scenario"] == "native"}
+    for peer in ("mentat", "sqlite"):
+        if NATIVE.exists():
+            for v in ["ceiling clients=64", "update_heavy all clients=1", "update_heavy all clients=64", "single_tx",
+                      "write_mixed writer"]:
+                assert native[(peer, v)]["status"] == "ok", (peer, v, native.get((peer, v)))
+        else:
+            assert native[(peer, "")]["status"] == "skipped" and "build.sh" in native[(peer, "")]["reason"]
     # optional peers: ok, or skipped/error with a reason (install or platform limits), never wrong
     assert not [x for x in rows if x["status"] == "WRONG"]
     assert all(x["reason"] for x in rows if x["status"] in ("skipped", "error"))

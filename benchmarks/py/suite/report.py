@@ -254,6 +254,9 @@ def _summary(rows, res, meta, charts):
                          if a else f"{_cell(rows, scale, p, 'single_tx')} | | ")
                 L.append(f"| {p} | {first} | {f(m['ops_s']) if m else _cell(rows, scale, p, 'transact_many')} |")
             L.append("")
+        nat = [r for r in rows if r["scale"] == scale and r["scenario"] == "native"]
+        if nat:
+            L += _native(rows, scale, nat)
         L.append("### cold_vs_warm: q1 in a new process")
         L.append("")
         L.append("| peer | open ms | first call ms | warm p50 ms |")
@@ -284,6 +287,62 @@ def _summary(rows, res, meta, charts):
         L += [f"- {n}" for n in res.notes]
         L.append("")
     return "\n".join(L) + "\n"
+
+
+def _x(ratio):
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.3f}x" if ratio >= 0.001 else f"{ratio:.1e}x"
+
+
+def _native(rows, scale, nat):
+    """The native driver's tables: update_heavy at each client count beside the same driver's `SELECT 1` ceiling
+    at that count (prepared once, and sent as text), then single_tx and write_mixed."""
+    L = ["### native driver (benchmarks/native): Rust client threads, one connection each, beside each driver's own "
+         "`SELECT 1` ceiling in the same run", ""]
+    drivers = [p for p in ("mentat", "sqlite") if any(r["peer"] == p for r in nat)]
+    for r in nat:
+        if r["variant"] == "engine" and r["status"] == "ok":
+            L.append(f"- {r['peer']}: {json.loads(r['extra'])['engine']}")
+    L.append("- `SELECT 1` prepared: a statement prepared once per connection, as every workload statement is sent; "
+             "as text: parsed and planned on every call, as Python's `execute` sends it (mentat's statements, table "
+             "functions with parameters, are planned again on every call either way). Ratio = update_heavy ops/s over "
+             "the ceiling's at the same thread count.")
+    L.append("")
+    clients = sorted({int(r["variant"].rsplit("=", 1)[1]) for r in nat if "clients=" in r["variant"]})
+
+    def one(p, v):
+        return _one(rows, scale=scale, peer=p, scenario="native", variant=v)
+    L.append("| driver | clients | `SELECT 1` ops/s prepared / as text | update_heavy ops/s | ratio prepared / as "
+             "text | per-second ops p1 / p50 / p99 | update p50 / p95 / p99 ms | read p50 / p99 ms |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for p in drivers:
+        if not any(r["peer"] == p and r["status"] == "ok" for r in nat):
+            L.append(f"| {p} | | {_cell(rows, scale, p, 'native')} | | | | | |")
+            continue
+        for n in clients:
+            c, ct = one(p, f"ceiling clients={n}"), one(p, f"ceiling_text clients={n}")
+            a, w_, r_ = (one(p, f"update_heavy {k} clients={n}") for k in ("all", "writes", "reads"))
+            ceil = f"{f(c['ops_s']) if c else '-'} / {f(ct['ops_s']) if ct else '-'}"
+            if a and w_:
+                ps = json.loads(a["extra"])
+                ratio = " / ".join(_x(float(a["ops_s"]) / float(x["ops_s"])) if x else "-" for x in (c, ct))
+                L.append(f"| {p} | {n} | {ceil} | {f(a['ops_s'])} | {ratio} | {f(ps['p1'])} / {f(ps['p50'])} / "
+                         f"{f(ps['p99'])} | {f(w_['p50_ms'])} / {f(w_['p95_ms'])} / {f(w_['p99_ms'])} | "
+                         f"{f(r_['p50_ms']) if r_ else '-'} / {f(r_['p99_ms']) if r_ else '-'} |")
+            else:
+                L.append(f"| {p} | {n} | {ceil} | - | | | | |")
+    L.append("")
+    L.append("| driver | single_tx tx/s | p50 / p99 ms | the disk's fsync p50 ms | write_mixed writer tx/s "
+             "(p50 / p99 ms) | readers ops/s (p50 / p99 ms) |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for p in drivers:
+        st, fs = one(p, "single_tx"), one(p, "single_tx fsync floor")
+        wr, rd = one(p, "write_mixed writer"), one(p, "write_mixed readers")
+        L.append(f"| {p} | {f(st['ops_s']) if st else '-'} | "
+                 f"{(f(st['p50_ms']) + ' / ' + f(st['p99_ms'])) if st else '-'} | {f(fs['p50_ms']) if fs else '-'} | "
+                 f"{(f(wr['ops_s']) + ' (' + f(wr['p50_ms']) + ' / ' + f(wr['p99_ms']) + ')') if wr else '-'} | "
+                 f"{(f(rd['ops_s']) + ' (' + f(rd['p50_ms']) + ' / ' + f(rd['p99_ms']) + ')') if rd else '-'} |")
+    L.append("")
+    return L
 
 
 def _charts(out, rows):

@@ -21,7 +21,7 @@ if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
     __package__ = "benchmarks.py.suite"
 
-from . import bench, report  # noqa: E402
+from . import bench, native, report  # noqa: E402
 from . import workload as W  # noqa: E402
 from .peers.base import Unsupported  # noqa: E402
 
@@ -296,6 +296,14 @@ def run_scale(res, scale, peers, scenarios, opts):
         res.rows += got["rows"]
         res.wrong += got["wrong"]
         res.notes += got["notes"]
+    if "native" in scenarios:
+        # the native driver, after every peer's worker has exited, against the stores they left in `wd`
+        try:
+            native.run(res, scale, peers, ds, wd, opts)
+        except Exception as e:  # noqa: BLE001 - reported as the scenario's error, the run goes on
+            if os.environ.get("SUITE_TRACEBACK"):
+                traceback.print_exc()
+            res.add(scale, "mentat", "native", status="error", reason=f"{type(e).__name__}: {e}"[:300])
 
 
 def worker(opts, scenarios):
@@ -337,6 +345,7 @@ def main(argv=None):
     ap.add_argument("--mixed-time", type=float, default=10.0)
     ap.add_argument("--update-time", type=float, default=15.0)
     ap.add_argument("--clients", default="1,2,4,8,32")
+    ap.add_argument("--native-clients", default="1,8,64", help="client threads of the native driver's runs")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one peer group, see run_scale
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)

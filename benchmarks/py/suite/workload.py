@@ -27,7 +27,7 @@ QTITLES = "[:find ?e ?t :in $ [?t ...] :where [?e :issue/title ?t]]"
 # scenario -> kind: "read" scenarios are timed one client at a time; the others have their own drivers
 READ_SCENARIOS = ["floor", "q1", "q2", "q3", "q4", "as_of", "since", "input_bindings", "pull"]
 ALL_SCENARIOS = ["bulk_load"] + READ_SCENARIOS + ["concurrency_sweep", "cold_vs_warm", "write_mixed", "update_heavy",
-                                                 "single_tx", "transact_many"]
+                                                 "single_tx", "transact_many", "native"]
 
 
 _INDEX_LOCK = threading.RLock()
