@@ -556,7 +556,11 @@ impl AttrIndex {
                 }
             }
         }
-        if next.novelty() > MERGE_AT {
+        // past MERGE_AT entries, or past an eighth of a small base (an attribute read in while it was small, such
+        // as one a bulk load's lookup refs name: merging it as it grows keeps its reads on the sorted arrays, and
+        // the merges, each a pass over a base at least 8x the last novelty, cost O(n log n) over the load)
+        let n = next.novelty();
+        if n > MERGE_AT || (n >= 64 && n * 8 > next.base.e.len()) {
             next = next.merged();
         }
         next
