@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use duckdb::{params, Config, Connection};
 
-use crate::workload::{title_idx, Workload, Q1, Q2, QLABELS, QREAD, QSTATES, QTITLES_ALL};
+use crate::workload::{issues_by_title, Workload, Q1, Q2, QLABELS, QREAD, QSTATES, QTITLES_ALL};
 use crate::{Driver, Res, Session};
 
 const TRANSACT: &str = "SELECT tx FROM mentat_transact(?)";
@@ -31,23 +31,15 @@ impl Mentat {
         let root = Connection::open_with_flags(db, cfg)?;
         let version: String = root.query_row("SELECT version()", [], |r| r.get(0))?;
         root.execute_batch(&format!("LOAD '{}'", ext.replace('\'', "''")))?;
-        let mut entid = vec![0i64; w.n_issues];
-        let mut by_e = HashMap::with_capacity(w.n_issues);
+        let mut titles = Vec::with_capacity(w.n_issues);
         {
             let mut st = root.prepare("FROM mentat_q(?)")?;
             let mut rows = st.query(params![QTITLES_ALL])?;
             while let Some(r) = rows.next()? {
-                let e: i64 = r.get(0)?;
-                let t: String = r.get(1)?;
-                if let Some(i) = title_idx(&t).filter(|&i| i < w.n_issues) {
-                    entid[i] = e;
-                    by_e.insert(e, i);
-                }
+                titles.push((r.get::<_, i64>(0)?, r.get::<_, String>(1)?));
             }
         }
-        if by_e.len() != w.n_issues {
-            return Err(format!("{db}: {} issues found by title, truth.json has {}", by_e.len(), w.n_issues).into());
-        }
+        let (entid, by_e) = issues_by_title(titles, w.n_issues, db)?;
         Ok(Mentat { root, entid: Arc::new(entid), by_e: Arc::new(by_e), version })
     }
 }

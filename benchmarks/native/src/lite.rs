@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection};
 
-use crate::workload::{title_idx, Workload};
+use crate::workload::{issues_by_title, Workload};
 use crate::{Driver, Res, Session};
 
 const Q1: &str = "SELECT u.e, n.v FROM datoms u JOIN datoms n ON n.e = u.e AND n.a = 2 WHERE u.a = 1 AND u.v = ?";
@@ -48,23 +48,15 @@ impl Sqlite {
     pub fn open(path: &str, w: &Workload) -> Res<Sqlite> {
         let c = connect(path)?;
         let version: String = c.query_row("SELECT sqlite_version()", [], |r| r.get(0))?;
-        let mut entid = vec![0i64; w.n_issues];
-        let mut by_e = HashMap::with_capacity(w.n_issues);
+        let mut titles = Vec::with_capacity(w.n_issues);
         {
             let mut st = c.prepare("SELECT e, v FROM datoms WHERE a = 3")?;
             let mut rows = st.query([])?;
             while let Some(r) = rows.next()? {
-                let e: i64 = r.get(0)?;
-                let t: String = r.get(1)?;
-                if let Some(i) = title_idx(&t).filter(|&i| i < w.n_issues) {
-                    entid[i] = e;
-                    by_e.insert(e, i);
-                }
+                titles.push((r.get::<_, i64>(0)?, r.get::<_, String>(1)?));
             }
         }
-        if by_e.len() != w.n_issues {
-            return Err(format!("{path}: {} issues found by title, truth.json has {}", by_e.len(), w.n_issues).into());
-        }
+        let (entid, by_e) = issues_by_title(titles, w.n_issues, path)?;
         let mut label = HashMap::new();
         {
             let mut st = c.prepare("SELECT e, v FROM datoms WHERE a = 10")?;

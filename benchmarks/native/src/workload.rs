@@ -34,6 +34,29 @@ pub fn title_idx(title: &str) -> Option<usize> {
     rest[..end].parse().ok()
 }
 
+/// Issue index -> entity id, and back, from `(entity, title)` rows of a store: every one of the workload's
+/// `n_issues` issues must be found (an error names `store` otherwise).
+pub type IssueIds = (Vec<i64>, std::collections::HashMap<i64, usize>);
+
+pub fn issues_by_title(
+    rows: impl IntoIterator<Item = (i64, String)>,
+    n_issues: usize,
+    store: &str,
+) -> Result<IssueIds, String> {
+    let mut entid = vec![0i64; n_issues];
+    let mut by_e = std::collections::HashMap::with_capacity(n_issues);
+    for (e, t) in rows {
+        if let Some(i) = title_idx(&t).filter(|&i| i < n_issues) {
+            entid[i] = e;
+            by_e.insert(e, i);
+        }
+    }
+    if by_e.len() != n_issues {
+        return Err(format!("{store}: {} issues found by title, truth.json has {n_issues}", by_e.len()));
+    }
+    Ok((entid, by_e))
+}
+
 /// A probe user: its email, name, and the (title, final state) of every issue assigned to it. The writers never
 /// touch these issues, so q1 and q2 about a probe user have one right answer while writes run.
 pub struct Probe {
