@@ -168,3 +168,22 @@ def test_types_seen_from_python(db):
     assert field.field("issue/label").type.value_type == pa.struct([("label/name", pa.string())])
     assert field.field("issue/assignee").type == pa.struct([("db/id", pa.int64())])
     assert t.column("pull").to_pylist()[0]["issue/label"][0] == {"label/name": "bug"}
+
+
+def test_a_pattern_of_defaults_returns_them_for_an_entity_without_its_attributes(db):
+    """Datomic's pull gives the defaults of an entity that has none of the pattern's attributes (issue 15's
+    examples: [[:age :default 0]], [(default :foo "bar")], [[:x :as "Name" :default "Nothing"]]); without a
+    default such an entity is nil. Through mentat_pull (the entity index serves these flat patterns) and through
+    the general path (a nested pattern, and pull as a find element)."""
+    con, ids = db
+    l1 = ids["l1"]  # a label: no issue attributes
+    assert pull(con, "[[:issue/priority :default 0]]", l1) == {"issue/priority": 0}
+    assert pull(con, '[(default :issue/title "bar")]', l1) == {"issue/title": "bar"}
+    assert pull(con, '[[:issue/title :as "Name" :default "Nothing"]]', l1) == {"Name": "Nothing"}
+    assert pull(con, "[:issue/priority]", l1) is None
+    # nested: the label of an issue pulled with a defaulted sub-pattern
+    got = pull(con, '[{:issue/label [[:issue/title :default "n/a"]]}]', ids["i1"])
+    assert got == {"issue/label": [{"issue/title": "n/a"}] * 3}
+    found = con.execute("SELECT * FROM mentat_q(?, inputs := ?)",
+                        ['[:find (pull ?e [[:issue/priority :default 0]]) . :in $ ?e]', f"[{l1}]"]).fetchall()
+    assert [dict(r[0]) if r[0] is not None else None for r in found] == [{"issue/priority": 0}]

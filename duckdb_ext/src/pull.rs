@@ -13,7 +13,8 @@
 //! An entity is an integer entid, an ident keyword text (`':state/open'`, resolved against the schema; an
 //! unknown ident is an error) or a lookup ref text (`'[:user/email "a@b.c"]'`, on a unique attribute). A
 //! missing attribute is a NULL field; an entity with none of the pattern's attributes has a NULL `pull`
-//! (Datomic's nil) unless the pattern asks for `:db/id` or `*`, which give `{"db/id": e}` with NULL fields.
+//! (Datomic's nil) unless the pattern asks for `:db/id` or `*`, which give `{"db/id": e}` with NULL fields, or
+//! gives a `:default`, which gives the defaults.
 //!
 //! `as_of` and `since` take a tx entid or a TIMESTAMPTZ, as in `mentat_q`; `history := true` is an error (pull
 //! reads a database value, as in Datomic). The pull of one entity is one SQL statement, prepared once per

@@ -36,7 +36,8 @@
 //! * a missing attribute is a NULL field (Datomic leaves the key out). `:default v` replaces that NULL.
 //! * an entity with none of the pattern's attributes (a nonexistent entity, or a ref whose target has none
 //!   of the sub-pattern's attributes) is a NULL STRUCT, as Datomic returns nil; unless the pattern asks for
-//!   `:db/id` (or `*`), in which case it is `{"db/id": e, ...}` with every other field NULL.
+//!   `:db/id` (or `*`), in which case it is `{"db/id": e, ...}` with every other field NULL, or gives a
+//!   `:default`, in which case it is the defaults (Datomic's pull returns them for such an entity).
 //!
 //! # Time travel
 //!
@@ -560,7 +561,9 @@ impl Compiler<'_> {
         for (i, spec) in specs.iter().enumerate() {
             fields.push(self.field(pat, spec, i, ids, budget)?);
         }
-        let has_id = specs.iter().any(|s| s.target == Target::DbId);
+        // a pattern that asks for `:db/id` or gives a `:default` returns a map for any entity (Datomic gives the
+        // defaults of an entity that has none of the pattern's attributes); otherwise such an entity is nil
+        let has_id = specs.iter().any(|s| s.target == Target::DbId || s.default.is_some());
         let ty = format!(
             "STRUCT({})",
             fields.iter().map(|f| format!("{} {}", quote_ident(&f.name), f.ty)).collect::<Vec<_>>().join(", ")

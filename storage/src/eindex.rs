@@ -999,7 +999,7 @@ pub enum Pulled {
 
 /// Datomic's pull of entity `e` with the flat `specs` of `planner::pull::flat_fields`, from the index: one
 /// [`Pulled`] per spec, or None (a NULL STRUCT, Datomic's nil) when the entity has none of the pattern's
-/// attributes and the pattern does not ask for `:db/id`. Cardinality-many values are ordered by value and cut at
+/// attributes and the pattern neither asks for `:db/id` nor gives a `:default`. Cardinality-many values are ordered by value and cut at
 /// the spec's limit; a `:default` fills a missing value. `Err(attrs)` names the attributes to read first.
 pub fn pull(
     snap: &Snapshot,
@@ -1057,7 +1057,10 @@ pub fn pull(
             Target::Reverse(a) => return Err(vec![a]),
         }
     }
-    Ok((any || asks_id).then_some(out))
+    // Datomic returns the defaults of a pattern for an entity that has none of its attributes, as it returns
+    // `:db/id`; only a pattern with neither gives nil
+    let has_default = specs.iter().any(|s| s.default.is_some());
+    Ok((any || asks_id || has_default).then_some(out))
 }
 
 #[cfg(test)]
