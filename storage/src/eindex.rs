@@ -123,7 +123,6 @@ impl IKey {
 
     /// The key of a transactor value, or None for value types the index does not hold.
     pub fn from_val(v: &Val) -> Option<IKey> {
-        use Val;
         Some(match v {
             Val::Ref(i) | Val::Long(i) | Val::Instant(i) => IKey::Int(*i),
             Val::Bool(b) => IKey::Int(*b as i64),

@@ -149,16 +149,12 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                 members.iter().map(|&i| Some(parse_forms(&forms[i], &parsed_with))).collect();
             trace.mark("terms");
             let mut pending = Pending::new(state.parts);
-            let ok_terms = |terms: &[Option<Result<Vec<Term>>>], from: usize| -> Vec<usize> {
-                (from..terms.len()).filter(|k| matches!(terms[*k], Some(Ok(_)))).collect()
-            };
             let prefetch = |pending: &Pending, terms: &[Option<Result<Vec<Term>>>], from: usize| {
-                let ks = ok_terms(terms, from);
-                let slices = ks.iter().map(|&k| match &terms[k] {
-                    Some(Ok(t)) => t.as_slice(),
-                    _ => &[],
+                let parsed = terms[from..].iter().filter_map(|t| match t {
+                    Some(Ok(t)) => Some(t.as_slice()),
+                    _ => None,
                 });
-                pending.prefetch(conn, store, &parsed_with, slices)
+                pending.prefetch(conn, store, &parsed_with, parsed)
             };
             prefetch(&pending, &terms, 0)?;
             trace.mark("prefetch");

@@ -20,7 +20,6 @@ use crate::store::Store;
 use crate::transactor::{self, Applied, CurrentValues, Eav};
 use crate::txparse::{EntityPlace, Term, ValuePlace};
 use crate::value::Val;
-use planner::layout;
 use planner::schema::{Attribute, Entid, Schema};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -66,12 +65,7 @@ pub(crate) struct Pending {
 /// changes the schema (which may scan an attribute's table, or create one) or retracts whole entities (which reads
 /// every attribute for datoms about or pointing at them).
 pub(crate) fn needs_flush(terms: &[Term]) -> bool {
-    terms.iter().any(|t| match t {
-        Term::Add { a, .. } | Term::Retract { a, .. } | Term::RetractAttribute { a, .. } | Term::Cas { a, .. } => {
-            (layout::DB_IDENT..=layout::DB_DOC).contains(a)
-        }
-        Term::RetractEntity { .. } => true,
-    })
+    terms.iter().any(|t| t.attribute().is_none_or(transactor::is_schema_attr))
 }
 
 impl Pending {
@@ -208,34 +202,16 @@ impl Pending {
         members: impl Iterator<Item = &'t [Term]> + Clone,
     ) -> Result<()> {
         let mut by_attr: BTreeMap<Entid, Vec<&Val>> = BTreeMap::new();
-        let note_ref = |p: &'t EntityPlace, by_attr: &mut BTreeMap<Entid, Vec<&'t Val>>| {
-            if let EntityPlace::LookupRef(a, v) = p {
-                by_attr.entry(*a).or_default().push(v);
+        for t in members.clone().flatten() {
+            for p in t.entity_places() {
+                if let EntityPlace::LookupRef(a, v) = p {
+                    by_attr.entry(*a).or_default().push(v);
+                }
             }
-        };
-        for terms in members.clone() {
-            for t in terms {
-                match t {
-                    Term::Add { e, a, v, .. } => {
-                        note_ref(e, &mut by_attr);
-                        match v {
-                            ValuePlace::Entity(p) => note_ref(p, &mut by_attr),
-                            ValuePlace::Scalar(s) => {
-                                if schema.attribute(*a).is_some_and(|x| x.unique.is_some()) {
-                                    by_attr.entry(*a).or_default().push(s);
-                                }
-                            }
-                        }
-                    }
-                    Term::Retract { e, v, .. } => {
-                        note_ref(e, &mut by_attr);
-                        if let ValuePlace::Entity(p) = v {
-                            note_ref(p, &mut by_attr);
-                        }
-                    }
-                    Term::RetractAttribute { e, .. } | Term::Cas { e, .. } | Term::RetractEntity { e, .. } => {
-                        note_ref(e, &mut by_attr)
-                    }
+            // the unique checks and upserts look up every unique value asserted
+            if let Term::Add { a, v: ValuePlace::Scalar(s), .. } = t {
+                if schema.attribute(*a).is_some_and(|x| x.unique.is_some()) {
+                    by_attr.entry(*a).or_default().push(s);
                 }
             }
         }
@@ -255,20 +231,9 @@ impl Pending {
             EntityPlace::TempId(_) | EntityPlace::Tx => None,
         };
         let mut pairs: Vec<(Entid, Entid)> = Vec::new();
-        for terms in members {
-            for t in terms {
-                let (e, a) = match t {
-                    Term::Add { e, a, .. }
-                    | Term::Retract { e, a, .. }
-                    | Term::RetractAttribute { e, a, .. }
-                    | Term::Cas { e, a, .. } => (e, *a),
-                    Term::RetractEntity { .. } => continue,
-                };
-                if let Some(e) = entity(e) {
-                    if schema.attribute(a).is_some() {
-                        pairs.push((e, a));
-                    }
-                }
+        for t in members.flatten() {
+            if let (Some(e), Some(a)) = (entity(t.entity()), t.attribute().filter(|a| schema.attribute(*a).is_some())) {
+                pairs.push((e, a));
             }
         }
         drop(holders);

@@ -121,7 +121,8 @@ impl Store {
         }
     }
 
-    /// Empties the unique-value cache (it is filled again from the database as lookups need it).
+    /// Empties the unique-value cache (it fills again as transactions assert unique values; a value it does not
+    /// hold is looked up in the store).
     pub fn clear_lookups(&self) {
         self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }

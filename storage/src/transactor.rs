@@ -177,13 +177,7 @@ impl<'a> Tx<'a> {
     }
 
     fn run(&mut self, terms: Vec<Term>, trace: &mut Trace) -> Result<TxReport> {
-        let is_tx = |p: &EntityPlace| matches!(p, EntityPlace::Tx);
-        let terms_name_tx = terms.iter().any(|t| match t {
-            Term::Add { e, v, .. } | Term::Retract { e, v, .. } => {
-                is_tx(e) || matches!(v, ValuePlace::Entity(p) if is_tx(p))
-            }
-            Term::RetractAttribute { e, .. } | Term::RetractEntity { e, .. } | Term::Cas { e, .. } => is_tx(e),
-        });
+        let terms_name_tx = terms.iter().flat_map(Term::entity_places).any(|p| *p == EntityPlace::Tx);
         self.resolve_lookup_refs(&terms)?;
         trace.mark("lookup-refs");
         self.upsert(&terms)?;
@@ -294,30 +288,11 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    fn resolve_lookup_refs<'t>(&mut self, terms: &'t [Term]) -> Result<()> {
+    fn resolve_lookup_refs(&mut self, terms: &[Term]) -> Result<()> {
         let mut wanted: BTreeMap<Entid, HashSet<&Val>> = BTreeMap::new();
-        let mut note = |p: &'t EntityPlace| {
+        for p in terms.iter().flat_map(Term::entity_places) {
             if let EntityPlace::LookupRef(a, v) = p {
                 wanted.entry(*a).or_default().insert(v);
-            }
-        };
-        for t in terms {
-            match t {
-                Term::Add { e, v, .. } | Term::Retract { e, v, .. } => {
-                    note(e);
-                    if let ValuePlace::Entity(p) = v {
-                        note(p);
-                    }
-                }
-                Term::RetractAttribute { e, .. } | Term::RetractEntity { e, .. } => note(e),
-                Term::Cas { e, old, new, .. } => {
-                    note(e);
-                    for v in old.iter().chain(std::iter::once(new)) {
-                        if let ValuePlace::Entity(p) = v {
-                            note(p);
-                        }
-                    }
-                }
             }
         }
         for (a, values) in wanted {
@@ -431,12 +406,8 @@ impl<'a> Tx<'a> {
         }
         let as_entity: HashSet<&TempId> = terms
             .iter()
-            .filter_map(|t| match t {
-                Term::Add { e: EntityPlace::TempId(x), .. }
-                | Term::Retract { e: EntityPlace::TempId(x), .. }
-                | Term::RetractAttribute { e: EntityPlace::TempId(x), .. }
-                | Term::RetractEntity { e: EntityPlace::TempId(x), .. }
-                | Term::Cas { e: EntityPlace::TempId(x), .. } => Some(x),
+            .filter_map(|t| match t.entity() {
+                EntityPlace::TempId(x) => Some(x),
                 _ => None,
             })
             .collect();
@@ -448,7 +419,7 @@ impl<'a> Tx<'a> {
                     | Term::Retract { v: ValuePlace::Entity(EntityPlace::TempId(y)), .. } => y == t,
                     _ => false,
                 })
-                .map_or("the transaction", term_form);
+                .map_or("the transaction", Term::form);
             return Err(StorageError::BadForm {
                 form: form.to_string(),
                 reason: format!(
@@ -501,7 +472,7 @@ impl<'a> Tx<'a> {
                 }
                 _ => false,
             };
-            hit.then(|| term_form(t).to_string())
+            hit.then(|| t.form().to_string())
         })
     }
 
@@ -516,7 +487,7 @@ impl<'a> Tx<'a> {
                 Term::Cas { e: p, a, .. } => is_schema_attr(*a) && self.try_entity(p) == Some(e),
                 Term::RetractEntity { e: p, .. } => self.try_entity(p) == Some(e),
             })
-            .map_or_else(|| "the transaction".to_string(), |t| term_form(t).to_string())
+            .map_or_else(|| "the transaction".to_string(), |t| t.form().to_string())
     }
 
     fn try_entity(&self, p: &EntityPlace) -> Option<Entid> {
@@ -1073,19 +1044,8 @@ fn optional<T>(r: duckdb::Result<T>) -> Result<Option<T>> {
 }
 
 /// Attributes whose datoms describe idents and attributes (`:db/ident` .. `:db/doc`).
-fn is_schema_attr(a: Entid) -> bool {
+pub(crate) fn is_schema_attr(a: Entid) -> bool {
     (layout::DB_IDENT..=layout::DB_DOC).contains(&a)
-}
-
-/// The EDN text of the top-level form a term came from.
-fn term_form(t: &Term) -> &str {
-    match t {
-        Term::Add { form, .. }
-        | Term::Retract { form, .. }
-        | Term::RetractAttribute { form, .. }
-        | Term::RetractEntity { form, .. }
-        | Term::Cas { form, .. } => form,
-    }
 }
 
 /// The schema datoms of an installed attribute, as the text `attribute_from_props` reads.

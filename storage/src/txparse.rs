@@ -62,6 +62,54 @@ pub enum Term {
     Cas { e: EntityPlace, a: Entid, old: Option<ValuePlace>, new: ValuePlace, form: FormText },
 }
 
+impl Term {
+    /// The term's entity position.
+    pub fn entity(&self) -> &EntityPlace {
+        match self {
+            Term::Add { e, .. }
+            | Term::Retract { e, .. }
+            | Term::RetractAttribute { e, .. }
+            | Term::RetractEntity { e, .. }
+            | Term::Cas { e, .. } => e,
+        }
+    }
+
+    /// The term's attribute (None for `:db/retractEntity`).
+    pub fn attribute(&self) -> Option<Entid> {
+        match self {
+            Term::Add { a, .. } | Term::Retract { a, .. } | Term::RetractAttribute { a, .. } | Term::Cas { a, .. } => {
+                Some(*a)
+            }
+            Term::RetractEntity { .. } => None,
+        }
+    }
+
+    /// Every entity the term names: its entity position, then its values that are entities (a `:db/cas`'s old
+    /// and new included).
+    pub fn entity_places(&self) -> impl Iterator<Item = &EntityPlace> {
+        let values: [Option<&ValuePlace>; 2] = match self {
+            Term::Add { v, .. } | Term::Retract { v, .. } => [Some(v), None],
+            Term::Cas { old, new, .. } => [old.as_ref(), Some(new)],
+            Term::RetractAttribute { .. } | Term::RetractEntity { .. } => [None, None],
+        };
+        std::iter::once(self.entity()).chain(values.into_iter().flatten().filter_map(|v| match v {
+            ValuePlace::Entity(p) => Some(p),
+            ValuePlace::Scalar(_) => None,
+        }))
+    }
+
+    /// The EDN text of the top-level form the term came from.
+    pub fn form(&self) -> &str {
+        match self {
+            Term::Add { form, .. }
+            | Term::Retract { form, .. }
+            | Term::RetractAttribute { form, .. }
+            | Term::RetractEntity { form, .. }
+            | Term::Cas { form, .. } => form,
+        }
+    }
+}
+
 /// Parses EDN text into the top-level vector of transaction forms.
 pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
     let v = edn_format::parse_str(text).map_err(|e| StorageError::Edn {
@@ -219,7 +267,7 @@ impl<'s> TermBuilder<'s> {
             // Datomic's grammar takes the values of a cardinality-many attribute as a vector, a list or a set
             let values: Vec<&Edn> = match v {
                 Edn::Vector(items) if !self.is_lookup_ref(attr, v) => items.iter().collect(),
-                Edn::List(items) if !is_lookup_ref_call(v) => items.iter().collect(),
+                Edn::List(items) if !is_entity_call(v) => items.iter().collect(),
                 Edn::Set(items) => items.iter().collect(),
                 _ => vec![v],
             };
@@ -251,9 +299,6 @@ impl<'s> TermBuilder<'s> {
     }
 
     fn is_lookup_ref(&self, attr: &Attribute, v: &Edn) -> bool {
-        if is_lookup_ref_call(v) {
-            return true;
-        }
         attr.value_type == ValueType::Ref
             && matches!(v, Edn::Vector(items) if items.len() == 2
                 && matches!(&items[0], Edn::Keyword(k) if self.schema.attribute_by_ident(&k.to_string()).is_some_and(|a| a.unique.is_some())))
@@ -391,7 +436,7 @@ pub fn parse_forms(forms: &[Edn], schema: &Schema) -> Result<Vec<Term>> {
 
 /// Whether `v` is the list form of a lookup ref or of the transaction's entity: `(lookup-ref a v)`,
 /// `(transaction-tx)`.
-fn is_lookup_ref_call(v: &Edn) -> bool {
+fn is_entity_call(v: &Edn) -> bool {
     matches!(v, Edn::List(items) if matches!(items.first(), Some(Edn::Symbol(s))
         if matches!(s.to_string().as_str(), "lookup-ref" | "transaction-tx")))
 }
