@@ -21,7 +21,7 @@ use crate::error::{Result, StorageError};
 use crate::pending::{needs_flush, Pending};
 use crate::store::Store;
 use crate::trace::Trace;
-use crate::transactor::{self, Applied, TxReport};
+use crate::transactor::{self, TxReport};
 use crate::txparse::{parse_edn, parse_forms, Term};
 use duckdb::Connection;
 use rayon::prelude::*;
@@ -158,7 +158,6 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
             };
             prefetch(&pending, &terms, 0)?;
             trace.mark("prefetch");
-            let mut applied: Vec<(usize, Applied)> = Vec::with_capacity(members.len());
             let mut refused: Vec<(usize, StorageError)> = Vec::new();
             for (k, &i) in members.iter().enumerate() {
                 let parsed = terms[k].take().expect("each member is parsed once");
@@ -186,9 +185,8 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                     Ok(a) => {
                         // the next member sees this one's unique values (undone below if the group rolls back)
                         store.apply_lookups(&a.cache.0, &a.cache.1);
-                        pending.add(&a);
                         state = a.state.clone();
-                        applied.push((i, a));
+                        pending.add(i, a);
                     }
                     // an interrupt stops the whole group, not one member (the others would each meet it in turn)
                     Err(StorageError::Interrupted) => return Err(StorageError::Interrupted),
@@ -205,7 +203,7 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
             pending.flush(conn, store, &state.schema, &state.parts)?;
             trace.mark("write");
             trace.print(&format!("group of {} ({} failed)", members.len(), refused.len()));
-            Ok((applied, refused, state))
+            Ok((pending.into_members(), refused, state))
         });
         match outcome {
             Ok((applied, refused, state)) => {

@@ -28,24 +28,23 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// first (see [`Pending::index_if_read_enough`]).
 pub const INDEX_AT: usize = 16;
 
-/// The group's datoms not yet written, indexed for the members that read after them, and the table reads kept
-/// for the group (valid until the next flush).
+/// The group's members, their datoms not yet written indexed for the members that read after them, and the
+/// table reads kept for the group (valid until the next flush). The datoms are the members' own [`Applied`]
+/// values, held here until the group commits; the index refers to them by position, copying none.
 pub(crate) struct Pending {
     /// The partition marks as the store's table holds them.
     parts_written: Partitions,
-    /// Asserted datoms with their tx, in transaction order.
-    adds: Vec<(Eav, Entid)>,
-    /// Retracted datoms with the tx that asserted each and the tx that retracts it, in transaction order.
-    retracts: Vec<(Eav, Entid, Entid)>,
-    /// Where each member's datoms end in `adds` and `retracts`.
-    members: Vec<(usize, usize)>,
+    /// The members that succeeded, in transaction order, each with the caller's tag.
+    members: Vec<(usize, Applied)>,
+    /// How many members' datoms are in the tables (written by a flush).
+    written: usize,
     /// How many members the index below covers. The index is built only once a second member reads, so a group
     /// of one transaction (a bulk load) never pays for it.
     indexed: usize,
-    /// (entity, attribute) -> positions in `adds` of the datoms still current.
-    live: HashMap<(Entid, Entid), Vec<usize>>,
-    /// Positions in `adds` of datoms a later member retracted (not written to current state).
-    dead: HashSet<usize>,
+    /// (entity, attribute) -> the asserted datoms still current, as (member, position in its assertions).
+    live: HashMap<(Entid, Entid), Vec<(usize, usize)>>,
+    /// Asserted datoms a later member retracted (not written to current state).
+    dead: HashSet<(usize, usize)>,
     /// (unique attribute, value) -> the entity that holds it through a datom of the group.
     by_value: HashMap<(Entid, Val), Entid>,
     /// Every datom the group retracted: a table row with one of these is no longer current.
@@ -73,9 +72,8 @@ impl Pending {
     pub fn new(parts: Partitions) -> Pending {
         Pending {
             parts_written: parts,
-            adds: Vec::new(),
-            retracts: Vec::new(),
             members: Vec::new(),
+            written: 0,
             indexed: 0,
             live: HashMap::new(),
             dead: HashSet::new(),
@@ -90,18 +88,20 @@ impl Pending {
 
     /// True when every member's datoms are in the tables.
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.written == self.members.len()
     }
 
-    /// Takes a member that succeeded: its datoms join the novelty (the next member sees them once
-    /// [`Pending::catch_up`] has run).
-    pub fn add(&mut self, a: &Applied) {
-        let tx = a.report.tx;
-        self.adds.extend(a.written.0.iter().map(|d| (d.clone(), tx)));
-        self.retracts.extend(a.written.1.iter().map(|(d, asserted)| (d.clone(), *asserted, tx)));
-        self.members.push((self.adds.len(), self.retracts.len()));
+    /// Takes a member that succeeded (`tag`: the caller's name for it): its datoms join the novelty (the next
+    /// member sees them once [`Pending::catch_up`] has run).
+    pub fn add(&mut self, tag: usize, a: Applied) {
         self.born.extend(a.new_entities.iter().copied());
-        self.born.insert(tx);
+        self.born.insert(a.report.tx);
+        self.members.push((tag, a));
+    }
+
+    /// The members, in transaction order, with their tags (once the group is written).
+    pub fn into_members(self) -> Vec<(usize, Applied)> {
+        self.members
     }
 
     /// Indexes the members taken since the last call, in order, so that reads see them. `schema` says which
@@ -109,12 +109,11 @@ impl Pending {
     pub fn catch_up(&mut self, schema: &Schema) {
         while self.indexed < self.members.len() {
             let k = self.indexed;
-            let (add_from, retract_from) = if k == 0 { (0, 0) } else { self.members[k - 1] };
-            let (add_to, retract_to) = self.members[k];
-            for (d, _, _) in &self.retracts[retract_from..retract_to] {
-                let key = (d.0, d.1);
-                if let Some(positions) = self.live.get_mut(&key) {
-                    if let Some(at) = positions.iter().position(|&i| self.adds[i].0 == *d) {
+            let (adds, retracts) = &self.members[k].1.written;
+            for (d, _) in retracts {
+                if let Some(positions) = self.live.get_mut(&(d.0, d.1)) {
+                    let members = &self.members;
+                    if let Some(at) = positions.iter().position(|&(m, i)| members[m].1.written.0[i] == *d) {
                         self.dead.insert(positions.swap_remove(at));
                     }
                 }
@@ -123,9 +122,8 @@ impl Pending {
                 }
                 self.retracted.insert(d.clone());
             }
-            for i in add_from..add_to {
-                let d = &self.adds[i].0;
-                self.live.entry((d.0, d.1)).or_default().push(i);
+            for (i, d) in adds.iter().enumerate() {
+                self.live.entry((d.0, d.1)).or_default().push((k, i));
                 if schema.attribute(d.1).is_some_and(|a| a.unique.is_some()) {
                     self.by_value.insert((d.1, d.2.clone()), d.0);
                 }
@@ -154,8 +152,9 @@ impl Pending {
                 }
                 None => Vec::new(),
             };
-            for &i in self.live.get(p).into_iter().flatten() {
-                values.push((self.adds[i].0 .2.clone(), self.adds[i].1));
+            for &(m, i) in self.live.get(p).into_iter().flatten() {
+                let a = &self.members[m].1;
+                values.push((a.written.0[i].2.clone(), a.report.tx));
             }
             if !values.is_empty() {
                 out.insert(*p, values);
@@ -329,15 +328,33 @@ impl Pending {
         schema: &Schema,
         parts: &Partitions,
     ) -> Result<()> {
-        if self.members.len() > 1 {
+        if self.members.len() - self.written > 1 {
             self.catch_up(schema);
         }
-        let dead = &self.dead;
-        let adds = self.adds.iter().enumerate().filter(|(i, _)| !dead.contains(i)).map(|(_, (d, tx))| (d, *tx));
-        let retracts = self.retracts.iter().map(|(d, asserted, tx)| (d, *asserted, *tx));
+        let (dead, unwritten) = (&self.dead, &self.members[self.written..]);
+        let first = self.written;
+        let adds = unwritten.iter().enumerate().flat_map(|(k, (_, a))| {
+            a.written
+                .0
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| !dead.contains(&(first + k, *i)))
+                .map(|(_, d)| (d, a.report.tx))
+        });
+        let retracts =
+            unwritten.iter().flat_map(|(_, a)| a.written.1.iter().map(|(d, asserted)| (d, *asserted, a.report.tx)));
         transactor::write_datoms(conn, &store.name, schema, adds, retracts)?;
         transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
-        *self = Pending::new(*parts);
+        self.parts_written = *parts;
+        self.written = self.members.len();
+        self.indexed = self.members.len();
+        self.live.clear();
+        self.dead.clear();
+        self.by_value.clear();
+        self.retracted.clear();
+        self.born.clear();
+        self.base.borrow_mut().clear();
+        self.base_holders.borrow_mut().clear();
         self.flushed = true;
         Ok(())
     }
