@@ -1,4 +1,7 @@
 """mentat_pull / mentat_pull_many: Datomic's pull patterns as typed STRUCT values (shape rules in planner/src/pull.rs)."""
+import json
+import sys
+
 import duckdb
 import pyarrow as pa
 import pytest
@@ -83,33 +86,133 @@ def test_options_limit_default_as(db):
 
 def test_recursion(db):
     con, ids = db
-    # manager chain, two levels, then {"db/id"} at the limit
-    got = pull(con, "[:user/name {:user/manager 2}]", ids["cat"])
+    ann, bob, cat = ids["ann"], ids["bob"], ids["cat"]
+    # a numeric depth: two levels, then {"db/id"} at the limit (typed STRUCTs)
+    got = pull(con, "[:user/name {:user/manager 2}]", cat)
     assert got == {"user/name": "Cat", "user/manager": {
         "user/name": "Bob", "user/manager": {"user/name": "Ann", "user/manager": None}}}
-    got = pull(con, "[:user/name {:user/manager 1}]", ids["cat"])
-    assert got == {"user/name": "Cat", "user/manager": {"user/name": "Bob", "user/manager": {"db/id": ids["ann"]}}}
-    # `...` is bounded (4 levels); the friend cycle is expanded up to the bound
-    got = pull(con, "[:user/name {:user/friend ...}]", ids["cat"])
-    depth, node = 0, got
-    while isinstance(node, dict) and "user/name" in node:
-        depth += 1
-        node = node["user/friend"][0]
-    assert depth == 5 and set(node) == {"db/id"}
+    got = pull(con, "[:user/name {:user/manager 1}]", cat)
+    assert got == {"user/name": "Cat", "user/manager": {"user/name": "Bob", "user/manager": {"db/id": ann}}}
+    # `...` follows every reachable entity; one already on the path is {"db/id"} (Datomic's cycle rule). The
+    # friend graph is ann -> bob, cat; bob -> cat; cat -> ann; the field is JSON (a LIST of JSON, many).
+    got = pull(con, "[:user/name {:user/friend ...}]", cat)
+    assert got["user/name"] == "Cat"
+    assert [json.loads(f) for f in got["user/friend"]] == [
+        {"user/name": "Ann", "user/friend": [
+            {"user/name": "Bob", "user/friend": [{"db/id": cat}]},
+            {"db/id": cat}]}]
+    # cardinality one: the manager chain cat -> bob -> ann ends (ann has no manager: the key is left out)
+    got = pull(con, "[:user/name {:user/manager ...}]", cat)
+    assert json.loads(got["user/manager"]) == {"user/name": "Bob", "user/manager": {"user/name": "Ann"}}
+    # reverse recursion: who reports to ann, transitively
+    got = pull(con, "[:user/name {:user/_manager ...}]", ann)
+    assert [json.loads(x) for x in got["user/_manager"]] == [
+        {"user/name": "Bob", "user/_manager": [{"user/name": "Cat"}]}]
+    # the same through pull_many, as a find element and as of an earlier transaction
+    many = con.execute("SELECT pull FROM mentat_pull_many('[:user/name {:user/manager ...}]', ?)",
+                       [[cat, bob, ann]]).fetchall()
+    assert [json.loads(r[0]["user/manager"]) if r[0]["user/manager"] else None for r in many] == [
+        {"user/name": "Bob", "user/manager": {"user/name": "Ann"}}, {"user/name": "Ann"}, None]
+    found = con.execute("SELECT * FROM mentat_q('[:find (pull ?e [:user/name {:user/manager ...}]) . "
+                        ":where [?e :user/email \"cat@x\"]]')").fetchall()[0][0]
+    assert json.loads(found["user/manager"]) == {"user/name": "Bob", "user/manager": {"user/name": "Ann"}}
+
+
+def test_deep_recursion_chain(con):
+    # a chain of 3,000 entities, each pointing to the next, the last back to the first: every level is
+    # pulled (no depth bound), and the cycle ends at the first entity, already on the path
+    transact(con, """[{:db/ident :n/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+                      {:db/ident :n/next :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]""")
+    n = 3000
+    tx = transact(con, "[" + " ".join(f'{{:db/id "n{i}" :n/name "n{i}" :n/next "n{(i + 1) % n}"}}'
+                                       for i in range(n)) + "]")
+    first = tx["tempids"]["n0"]
+    got = pull(con, "[:n/name {:n/next ...}]", first)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(4 * n)  # Python's json reader recurses once per level
+    try:
+        node, depth = json.loads(got["n/next"]), 1
+    finally:
+        sys.setrecursionlimit(limit)
+    while "n/name" in node:
+        assert node["n/name"] == f"n{depth}"
+        node, depth = node.get("n/next"), depth + 1
+    assert depth == n and node == {"db/id": first}
 
 
 def test_wildcard_and_components(db):
     con, ids = db
     got = pull(con, "[*]", ids["i1"])
-    assert list(got)[:2] == ["db/id", "user/email"]  # db/id, then every attribute by entid
-    assert got["db/id"] == ids["i1"] and got["issue/title"] == "crash" and got["user/name"] is None
-    # components are pulled with [*] recursively
-    assert [c["comment/text"] for c in got["issue/comment"]] == ["first", "second"]
-    assert got["issue/comment"][0]["db/id"] == ids["c1"]
+    # typed from the attributes the entity holds: db/id, then those by entid
+    assert list(got) == ["db/id", "issue/title", "issue/priority", "issue/assignee", "issue/label", "issue/comment"]
+    assert got["db/id"] == ids["i1"] and got["issue/title"] == "crash"
     assert got["issue/label"] == [{"db/id": ids[k]} for k in ("l1", "l2", "l3")]
+    # components are pulled whole (JSON), their own attributes as [*]
+    assert [json.loads(c) for c in got["issue/comment"]] == [
+        {"db/id": ids["c1"], "comment/text": "first"}, {"db/id": ids["c2"], "comment/text": "second"}]
     # an explicit spec next to * replaces that attribute's field
     got = pull(con, "[* {:issue/assignee [:user/name]}]", ids["i1"])
     assert got["issue/assignee"] == {"user/name": "Bob"} and got["issue/title"] == "crash"
+    # `*` includes the :db/* attributes an entity has (an attribute's own schema entity here)
+    attr = con.execute("SELECT entid FROM mentat_schema() WHERE ident = ':user/email'").fetchall()[0][0]
+    got = pull(con, "[*]", attr)
+    assert got["db/ident"] == ":user/email" and got["db/unique"] == {"db/id": pull(
+        con, "[:db/id]", ":db.unique/identity")["db/id"]}
+    assert "user/name" not in got
+    # many entities: the union of what they hold, in one STRUCT type
+    rows_ = con.execute("SELECT pull FROM mentat_pull_many('[*]', ?)", [[ids["l1"], ids["ann"]]]).fetchall()
+    assert rows_[0][0] == {"db/id": ids["l1"], "user/email": None, "user/name": None, "user/friend": None,
+                           "label/name": "bug"}
+    assert rows_[1][0]["user/name"] == "Ann" and rows_[1][0]["label/name"] is None
+    # a named component attribute is pulled whole too; its reverse is one entity, not a list
+    got = pull(con, "[:issue/title :issue/comment]", ids["i1"])
+    assert [json.loads(c)["comment/text"] for c in got["issue/comment"]] == ["first", "second"]
+    assert pull(con, "[:comment/text :issue/_comment]", ids["c2"]) == {
+        "comment/text": "second", "issue/_comment": {"db/id": ids["i1"]}}
+    assert pull(con, "[{:issue/_comment [:issue/title]}]", ids["c1"]) == {"issue/_comment": {"issue/title": "crash"}}
+    # an explicit sub-pattern on a component keeps its typed shape
+    assert pull(con, "[{:issue/comment [:comment/text]}]", ids["i1"]) == {
+        "issue/comment": [{"comment/text": "first"}, {"comment/text": "second"}]}
+
+
+def test_component_tree(con):
+    # Datomic's component defaults: a component attribute named in a pattern (or under *) pulls each component
+    # whole, recursively, here a tree of parts two levels deep
+    transact(con, """[{:db/ident :part/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+                      {:db/ident :part/sub :db/valueType :db.type/ref :db/cardinality :db.cardinality/many
+                       :db/isComponent true}
+                      {:db/ident :part/main :db/valueType :db.type/ref :db/cardinality :db.cardinality/one
+                       :db/isComponent true}]""")
+    t = transact(con, """[{:db/id "a" :part/name "A"
+                          :part/sub [{:db/id "b" :part/name "B" :part/sub [{:db/id "d" :part/name "D"}]}
+                                     {:db/id "c" :part/name "C"}]
+                          :part/main {:db/id "m" :part/name "M"}}]""")["tempids"]
+    got = pull(con, "[:part/name :part/sub :part/main]", t["a"])
+    assert got["part/name"] == "A"
+    assert [json.loads(x) for x in got["part/sub"]] == [
+        {"db/id": t["b"], "part/name": "B", "part/sub": [{"db/id": t["d"], "part/name": "D"}]},
+        {"db/id": t["c"], "part/name": "C"}]
+    assert json.loads(got["part/main"]) == {"db/id": t["m"], "part/name": "M"}
+    # under *, the same
+    star = pull(con, "[*]", t["a"])
+    assert [json.loads(x) for x in star["part/sub"]] == [json.loads(x) for x in got["part/sub"]]
+    # the reverse of a component: one map, cardinality-one and cardinality-many alike
+    assert pull(con, "[:part/name {:part/_sub [:part/name]}]", t["d"]) == {
+        "part/name": "D", "part/_sub": {"part/name": "B"}}
+    assert pull(con, "[:part/_main]", t["m"]) == {"part/_main": {"db/id": t["a"]}}
+    # the same as a find element
+    found = con.execute("SELECT * FROM mentat_q('[:find (pull ?e [:part/name :part/_sub]) . "
+                        ":where [?e :part/name \"D\"]]')").fetchall()[0][0]
+    assert found == {"part/name": "D", "part/_sub": {"db/id": t["b"]}}
+    # time travel: as of the first transaction, a part retracted since is still in the tree; now it is not
+    first = con.execute("SELECT max(tx) FROM mentat_q('[:find ?tx :where [_ :part/name \"D\" ?tx]]')").fetchall()[0][0]
+    transact(con, f"[[:db/retractEntity {t['d']}]]")
+    now = pull(con, "[:part/name :part/sub]", t["a"])
+    assert [json.loads(x) for x in now["part/sub"]][0] == {"db/id": t["b"], "part/name": "B"}
+    then = pull(con, "[:part/name :part/sub]", t["a"], as_of=first)
+    assert [json.loads(x) for x in then["part/sub"]] == [json.loads(x) for x in got["part/sub"]]
+    deep = pull(con, "[:part/name {:part/sub ...}]", t["a"], as_of=first)
+    assert json.loads(deep["part/sub"][0])["part/sub"] == [{"part/name": "D"}]
 
 
 def test_missing_entity_and_entity_forms(db):

@@ -3,6 +3,8 @@ with :keys and with aggregates), with the pull shapes of planner/src/pull.rs and
 
 Datomic semantics: a pull find element is the pull of the entity bound to ?e in each result tuple; the result is
 still a set over the find elements' values, and :order/:limit apply to the tuples."""
+import json
+
 import duckdb
 import pyarrow as pa
 import pytest
@@ -64,7 +66,20 @@ def test_nested_reverse_wildcard_components(db):
     con, ids = db
     got = q(con, '[:find (pull ?e [* {:issue/assignee [:user/name]}]) . :where [?e :issue/title "crash"]]')[0][0]
     assert got["db/id"] == ids["i1"] and got["issue/assignee"] == {"user/name": "Bob"}
-    assert [c["comment/text"] for c in got["issue/comment"]] == ["first", "second"]
+    # typed from the attributes the answer's entities hold; components pulled whole, as JSON
+    assert list(got) == ["db/id", "issue/title", "issue/priority", "issue/assignee", "issue/label", "issue/comment"]
+    assert [json.loads(c)["comment/text"] for c in got["issue/comment"]] == ["first", "second"]
+    # many entities in the answer: the union of what they hold
+    got = q(con, '[:find ?t (pull ?e [*]) :where [?e :issue/title ?t]]')
+    assert {r[0]: r[1]["issue/priority"] for r in got} == {"crash": 3, "typo": None}
+    assert all(list(r[1]) == ["db/id", "issue/title", "issue/priority", "issue/assignee", "issue/label",
+                              "issue/comment"] for r in got)
+    got = q(con, '[:find (pull ?e [*]) . :where [?e :label/name "ui"]]')[0][0]
+    assert got == {"db/id": ids["l2"], "label/name": "ui"}
+    # the same typing in d/with's answer, over the speculative database
+    got = con.execute("SELECT * FROM mentat_with('[{:db/id \"n\" :label/name \"new\"}]', "
+                      "'[:find (pull ?e [*]) . :where [?e :label/name \"new\"]]')").fetchall()[0][0]
+    assert list(got) == ["db/id", "label/name"] and got["label/name"] == "new"
     got = q(con, '[:find (pull ?u [:user/name :issue/_assignee]) . :where [?u :user/email "bob@x"]]')[0][0]
     assert got == {"user/name": "Bob", "issue/_assignee": [{"db/id": ids["i1"]}, {"db/id": ids["i2"]}]}
     got = q(con, '[:find (pull ?e [:issue/title [:issue/priority :default 0] (limit :issue/label 1)]) . '

@@ -558,6 +558,20 @@ def test_unbound_attribute(db):
     got = q(db, "[:find ?ident :where [?b :person/name \"bob\"] [?a :person/name \"alice\"] [?b ?attr ?a] "
                 "[?attr :db/ident ?ident]]")
     assert sorted(got) == [(":person/friend",), (":person/manager",)]
+    # one name per place (README, "Attributes: entid or ident, by place"): a query's ?a is the attribute's entid as
+    # BIGINT, from an unbound pattern and from tx-data alike, the entid mentat_schema lists for the ident
+    entid = dict(db.execute("SELECT ident, entid FROM mentat_schema()").fetchall())
+    query = "[:find ?a :in $ ?e :where [?e ?a _]]"
+    assert columns(db, query, '[[:item/name "thing"]]') == [("a", "BIGINT")]
+    assert sorted(r[0] for r in q(db, query, '[[:item/name "thing"]]')) == sorted(
+        entid[i] for i in (":item/name", ":item/price", ":item/owner"))
+    tx = q(db, '[:find ?tx . :where [_ :item/name "thing" ?tx]]')[0][0]
+    logged = "[:find ?a :in $ ?tx :where [(tx-data $ ?tx) [[_ ?a]]]]"
+    assert columns(db, logged, f"[{tx}]") == [("a", "BIGINT")]
+    assert entid[":item/name"] in {r[0] for r in q(db, logged, f"[{tx}]")}
+    # while the d/datoms-style view names it by its ident
+    assert db.execute("SELECT DISTINCT a FROM mentat_datoms('aevt', a := ':item/price')").fetchall() == [
+        (":item/price",)]
 
 
 # ---------------------------------------------------------------------------------------------------- errors

@@ -572,6 +572,25 @@ def test_components_must_be_refs(db):
     fails(db, "[{:db/id :user/age :db/isComponent true}]", "components-must-be-refs", ":user/age")
 
 
+def test_schema_alteration_rules(db):
+    """What Datomic and Mentat refuse when an installed attribute is altered: a new value type, a change of
+    :db/fulltext, retracting its value type or cardinality; each fails alone and leaves the schema as it was."""
+    transact(db, "[{:db/ident :doc/body :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]")
+    before = rows(db, "SELECT * FROM mentat_schema() ORDER BY entid")
+    fails(db, "[{:db/ident :doc/body :db/valueType :db.type/long}]", ":doc/body", "valueType never changes")
+    fails(db, "[{:db/ident :doc/body :db/fulltext true}]", ":doc/body", "fulltext cannot be changed")
+    fails(db, "[[:db/retract :doc/body :db/valueType :db.type/string]]", ":doc/body", "keeps its :db/valueType")
+    fails(db, "[[:db/retract :doc/body :db/cardinality :db.cardinality/one]]", ":doc/body", "keeps its")
+    assert rows(db, "SELECT * FROM mentat_schema() ORDER BY entid") == before
+    # a unique attribute may be cardinality-many (Datomic allows it): any of its values identifies the entity
+    transact(db, "[{:db/ident :doc/alias :db/valueType :db.type/string :db/cardinality :db.cardinality/many "
+                 ":db/unique :db.unique/identity}]")
+    a = transact(db, '[{:db/id "a" :doc/alias ["x" "y"]}]')["tempids"]["a"]
+    assert transact(db, '[{:db/id "b" :doc/alias ["y" "z"]}]')["tempids"] == {"b": a}
+    got = rows(db, "SELECT v FROM mentat_q('[:find ?v :in $ ?e :where [?e :doc/alias ?v]]', inputs := ?)", [f"[{a}]"])
+    assert sorted(r[0] for r in got) == ["x", "y", "z"]
+
+
 def test_cardinality_many_values_as_a_list(db):
     """Datomic's grammar takes a cardinality-many attribute's values as a list, a vector or a set."""
     r = transact(db, '[{:db/id "u" :user/email "l@x" :user/tags (:a :b)} {:db/id "f" :user/name "F"} '

@@ -146,12 +146,14 @@ fn open_store(instance: &Instance, name: &StoreName) -> Result<Arc<Store>, Strin
 
 /// The pulls of `entities` (entids; None: a lookup ref that matched nothing) with a flat pattern, from the
 /// store's entity index, or None when the general path must pull (see `planner::pull::flat_fields`).
-/// `types` are the general path's column types `(e BIGINT, pull STRUCT(...))`, which the answer keeps.
+/// `types` are the general path's column types `(e BIGINT, pull STRUCT(...))`, which the answer keeps. With
+/// `wildcard`, also the attributes the entities hold (what types the pattern's `*`, see `storage::eindex::held`).
 pub fn pull_answer(
     instance: &Arc<Instance>,
     name: &StoreName,
     specs: &[planner::pull::Spec],
     entities: &[Option<i64>],
+    wildcard: bool,
 ) -> Result<Option<PullAnswer>, String> {
     if !instance.entity_path || name.catalog.is_some() {
         return Ok(None);
@@ -162,11 +164,17 @@ pub fn pull_answer(
         let snap = store.index.snapshot();
         let mut rows = Vec::with_capacity(entities.len());
         let mut missing = None;
+        let mut held = Vec::new();
         for e in entities {
             match e {
                 None => rows.push((None, None)),
                 Some(e) => match eindex::pull(&snap, specs, &schema, *e) {
-                    Ok(p) => rows.push((Some(*e), p)),
+                    Ok(p) => {
+                        if wildcard {
+                            eindex::held(&snap, specs, *e, &mut held);
+                        }
+                        rows.push((Some(*e), p))
+                    }
                     Err(m) => {
                         missing = Some(m);
                         break;
@@ -175,7 +183,10 @@ pub fn pull_answer(
             }
         }
         match missing {
-            None => return Ok(Some(PullAnswer { rows, next: AtomicUsize::new(0) })),
+            None => {
+                let held = wildcard.then_some(held);
+                return Ok(Some(PullAnswer { rows, next: AtomicUsize::new(0), held }));
+            }
             Some(m) if first => {
                 if !read_attributes(instance, &store, &m)? {
                     return Ok(None);
@@ -191,6 +202,23 @@ pub fn pull_answer(
 pub struct PullAnswer {
     rows: Vec<(Option<i64>, Option<Vec<Pulled>>)>,
     next: AtomicUsize,
+    /// With `wildcard`: the attributes the entities hold, which type the pattern's `*`.
+    pub held: Option<Vec<i64>>,
+}
+
+impl PullAnswer {
+    /// Keeps, in order, the fields of `to` (specs of the same pattern with `*` narrowed) out of rows pulled with
+    /// `from`; a field is the one of the same target and name.
+    pub fn project(&mut self, from: &[planner::pull::Spec], to: &[planner::pull::Spec]) {
+        let pick: Vec<Option<usize>> =
+            to.iter().map(|t| from.iter().position(|f| f.target == t.target && f.name == t.name)).collect();
+        for (_, pull) in self.rows.iter_mut() {
+            if let Some(fields) = pull.take() {
+                let mut fields: Vec<Option<Pulled>> = fields.into_iter().map(Some).collect();
+                *pull = Some(pick.iter().map(|i| i.and_then(|i| fields[i].take()).unwrap_or(Pulled::Null)).collect());
+            }
+        }
+    }
 }
 
 impl Write for PullAnswer {

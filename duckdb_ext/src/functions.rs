@@ -521,10 +521,21 @@ impl VTab for With {
         let mut columns = Vec::new();
         let batches = storage::transactor::transact_speculative(&conn, &store, &edn, |_, state| {
             let opts = planner::QueryOptions::default();
-            let compiled = match planner::compile_query(&query, inputs.as_deref(), &state.schema, &name, &opts) {
+            let mut compiled = match planner::compile_query(&query, inputs.as_deref(), &state.schema, &name, &opts) {
                 Ok(c) => c,
                 Err(e) => return Ok(Err(e)),
             };
+            // a pull's `*` is typed from the attributes the answer's entities hold, as in mentat_q
+            if let Some(probe) = compiled.held_sql.take() {
+                let held: Vec<i64> =
+                    conn.prepare(&probe)?.query_map([], |r| r.get(0))?.collect::<Result<_, duckdb::Error>>()?;
+                let schema = &state.schema;
+                compiled =
+                    match planner::compile_query_held(&query, inputs.as_deref(), schema, &name, &opts, Some(&held)) {
+                        Ok(c) => c,
+                        Err(e) => return Ok(Err(e)),
+                    };
+            }
             let mut stmt = conn.prepare(&compiled.sql)?;
             let arrow = stmt.query_arrow([])?;
             let schema = arrow.get_schema();

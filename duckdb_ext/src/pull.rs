@@ -57,28 +57,56 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let (caller, store, opts) = read_options(info, &extra.instance)?;
     let schema = store_schema(&extra.instance, &store)?;
     // compiled only when a statement is needed: a pattern the entity path has seen was compiled on its first call
-    let compile = || planner::compile_pull(&pattern, &schema, &store, &opts).map_err(|e| e.to_string());
+    let compile_held = |held: Option<&[i64]>| {
+        let v = planner::parse::parse_edn(&pattern, "pull pattern").map_err(|e| e.to_string())?;
+        planner::pull::compile_pull_held(&v, &schema, &store, &opts, held).map_err(|e| e.to_string())
+    };
+    let compile = || compile_held(None);
     let entity_sql = |text: &str| planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string());
     let names = ["e", "pull"];
     let instance = &extra.instance;
     if ffi::duckdb_is_null_value(entity.0) {
-        let sql = compile()?.entities_sql(&if extra.many { vec![] } else { vec!["NULL".to_string()] });
-        return bind_statement(info, instance, &caller, &sql, &names, &[]);
+        let entities = if extra.many { vec![] } else { vec!["NULL".to_string()] };
+        let compiled = compile()?;
+        let compiled = match compiled.held_entities_sql(&entities) {
+            Some(_) => compile_held(Some(&[]))?,
+            None => compiled,
+        };
+        return bind_statement(info, instance, &caller, &compiled.entities_sql(&entities), &names, &[]);
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
     // The entity path: a flat pattern of entids (or idents), pulled from the store's entity index.
     if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql) {
-        let shape = pull_shape(instance, &caller, &store, &schema, &pattern, extra.many, &opts, &compile)?;
+        let key = PullKey { pattern: &pattern, many: extra.many, held: None };
+        let shape = pull_shape(instance, &caller, &store, &schema, &key, &opts, &compile_held)?;
         if let Some((shape, specs)) = shape.as_ref().and_then(|s| Some((s, s.specs.as_ref()?))) {
-            if let Some(answer) = crate::entity::pull_answer(instance, &store, specs, &ids)? {
-                return Ok(bind_answer(info, &names, &shape.types, Box::new(answer)));
+            if let Some(mut answer) = crate::entity::pull_answer(instance, &store, specs, &ids, shape.wildcard)? {
+                // `*` is typed from the attributes the entities hold: the shape of the pattern for those
+                let Some(mut held) = answer.held.take() else {
+                    return Ok(bind_answer(info, &names, &shape.types, Box::new(answer)));
+                };
+                held.sort_unstable();
+                let key = PullKey { pattern: &pattern, many: extra.many, held: Some(&held) };
+                let narrow = pull_shape(instance, &caller, &store, &schema, &key, &opts, &compile_held)?;
+                if let Some((narrow, to)) = narrow.as_ref().and_then(|s| Some((s, s.specs.as_ref()?))) {
+                    answer.project(specs, to);
+                    return Ok(bind_answer(info, &names, &narrow.types, Box::new(answer)));
+                }
             }
         }
     }
     let compiled = compile()?;
+    // `*` is typed from the attributes the pulled entities hold: probe them, then compile again
+    let narrowed = |probe: Option<String>, params: &[ffi::duckdb_value]| -> Result<_, String> {
+        let Some(probe) = probe else { return Ok(compiled.clone()) };
+        let held = crate::query::query_bigints(instance, &caller, &probe, params)?;
+        let v = planner::parse::parse_edn(&pattern, "pull pattern").map_err(|e| e.to_string())?;
+        planner::pull::compile_pull_held(&v, &schema, &store, &opts, Some(&held)).map_err(|e| e.to_string())
+    };
     if !extra.many {
         if is_integer(id) {
+            let compiled = narrowed(compiled.held_one_sql(), &[entity.0])?;
             return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0]);
         }
         let expr = entity_sql(&value_text(entity.0))?;
@@ -86,9 +114,13 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
             // an ident: bind its entid, so that the statement stays the cached one
             Ok(e) => {
                 let v = Owned(ffi::duckdb_create_int64(e));
+                let compiled = narrowed(compiled.held_one_sql(), &[v.0])?;
                 bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[v.0])
             }
-            Err(_) => bind_statement(info, instance, &caller, &compiled.entities_sql(&[expr]), &names, &[]),
+            Err(_) => {
+                let compiled = narrowed(compiled.held_entities_sql(std::slice::from_ref(&expr)), &[])?;
+                bind_statement(info, instance, &caller, &compiled.entities_sql(&[expr]), &names, &[])
+            }
         };
     }
     if id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_LIST {
@@ -98,6 +130,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let child_id = ffi::duckdb_get_type_id(child);
     ffi::duckdb_destroy_logical_type(&mut child);
     if is_integer(child_id) {
+        let compiled = narrowed(compiled.held_many_sql(), &[entity.0])?;
         return bind_statement(info, instance, &caller, &compiled.many_sql(), &names, &[entity.0]);
     }
     let n = ffi::duckdb_get_list_size(entity.0);
@@ -110,42 +143,53 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
             entity_sql(&value_text(item.0))?
         });
     }
+    let compiled = narrowed(compiled.held_entities_sql(&exprs), &[])?;
     bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[])
 }
 
-/// The entity path's shape of `pattern` (its flat fields and the result types of the general path's statement),
+/// Compiles the pull pattern with `*` expanded to the given attributes (None: every attribute of the schema).
+type CompileHeld<'a> = dyn Fn(Option<&[i64]>) -> Result<planner::pull::CompiledPull, String> + 'a;
+
+/// What names a pull shape: the pattern text, one entity or many, and the attributes `*` expands to (None:
+/// every attribute of the schema).
+pub struct PullKey<'a> {
+    pattern: &'a str,
+    many: bool,
+    held: Option<&'a [i64]>,
+}
+
+/// The entity path's shape of a pattern (its flat fields and the result types of the general path's statement),
 /// kept per store and schema in [`Instance::pull_shapes`]; None when the entity path does not pull it (a nested
 /// pattern, a time-travel option, the path turned off or an attached store).
-#[allow(clippy::too_many_arguments)]
 unsafe fn pull_shape(
     instance: &Instance,
     caller: &crate::session::Caller,
     store: &planner::layout::StoreName,
     schema: &Arc<planner::schema::Schema>,
-    pattern: &str,
-    many: bool,
+    key: &PullKey,
     opts: &planner::QueryOptions,
-    compile: &dyn Fn() -> Result<planner::pull::CompiledPull, String>,
+    compile: &CompileHeld,
 ) -> Result<Option<Arc<PullShape>>, String> {
     if !instance.entity_path || store.catalog.is_some() || opts.as_of.is_some() || opts.since.is_some() || opts.history
     {
         return Ok(None);
     }
-    let key = format!("{}{pattern}", if many { "many " } else { "one " });
-    if let Some(shape) = instance.pull_shapes.get(store, &key, schema) {
+    let text = format!("{} {:?} {}", if key.many { "many" } else { "one" }, key.held, key.pattern);
+    if let Some(shape) = instance.pull_shapes.get(store, &text, schema) {
         return Ok(shape.specs.is_some().then_some(shape));
     }
-    let compiled = compile()?;
-    let specs = planner::pull::flat_fields(pattern, schema, store, opts);
+    let compiled = compile(key.held)?;
+    let specs = planner::pull::flat_fields(key.pattern, schema, store, opts, key.held);
     let types = match specs {
         Some(_) => {
-            let sql = if many { compiled.many_sql() } else { compiled.one_sql() };
+            let sql = if key.many { compiled.many_sql() } else { compiled.one_sql() };
             crate::query::result_types(instance, caller, &sql)?
         }
         None => Vec::new(),
     };
-    let shape = Arc::new(PullShape { specs, types });
-    instance.pull_shapes.put(store, &key, schema, shape.clone());
+    let wildcard = compiled.held_one_sql().is_some();
+    let shape = Arc::new(PullShape { specs, types, wildcard });
+    instance.pull_shapes.put(store, &text, schema, shape.clone());
     Ok(shape.specs.is_some().then_some(shape))
 }
 
@@ -153,6 +197,8 @@ unsafe fn pull_shape(
 pub struct PullShape {
     specs: Option<Vec<planner::pull::Spec>>,
     types: Vec<crate::query::OwnedType>,
+    /// The pattern has `*`, typed from the attributes the pulled entities hold.
+    wildcard: bool,
 }
 
 /// The entids a pull names, when they are all given directly: an integer, an ident (resolved by `entity_sql`),

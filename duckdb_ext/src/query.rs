@@ -236,6 +236,54 @@ pub(crate) unsafe fn full_text(instance: &Instance, v: ffi::duckdb_value) -> Res
     text.ok_or_else(|| "mentat: could not read a VARCHAR value".into())
 }
 
+/// The first column (BIGINT, NULLs skipped) of statement `sql` run with `params` on a query connection that has
+/// taken on the `caller`'s session (a pull's probe of the attributes its entities hold).
+pub(crate) unsafe fn query_bigints(
+    instance: &Instance,
+    caller: &Caller,
+    sql: &str,
+    params: &[ffi::duckdb_value],
+) -> Result<Vec<i64>, String> {
+    let mut conn = instance.raw.get()?;
+    let raw = conn.conn.as_mut().ok_or("no connection")?;
+    raw.adopt(caller)?;
+    let prepared = raw.prepare(sql)?;
+    ffi::duckdb_clear_bindings(prepared);
+    for (i, p) in params.iter().enumerate() {
+        if ffi::duckdb_bind_value(prepared, i as u64 + 1, *p) != ffi::DuckDBSuccess {
+            return Err(format!("mentat: could not bind parameter {} of the compiled statement", i + 1));
+        }
+    }
+    let mut result: ffi::duckdb_result = std::mem::zeroed();
+    if ffi::duckdb_execute_prepared(prepared, &mut result) != ffi::DuckDBSuccess {
+        let err = result_error(&mut result).unwrap_or_default();
+        ffi::duckdb_destroy_result(&mut result);
+        return Err(format!("mentat: {err}"));
+    }
+    let mut out = Vec::new();
+    loop {
+        let mut chunk = ffi::duckdb_fetch_chunk(result);
+        if chunk.is_null() {
+            break;
+        }
+        let n = ffi::duckdb_data_chunk_get_size(chunk) as usize;
+        let vector = ffi::duckdb_data_chunk_get_vector(chunk, 0);
+        let data = ffi::duckdb_vector_get_data(vector) as *const i64;
+        let validity = ffi::duckdb_vector_get_validity(vector);
+        for i in 0..n {
+            if validity.is_null() || ffi::duckdb_validity_row_is_valid(validity, i as u64) {
+                out.push(*data.add(i));
+            }
+        }
+        ffi::duckdb_destroy_data_chunk(&mut chunk);
+        if n == 0 {
+            break;
+        }
+    }
+    ffi::duckdb_destroy_result(&mut result);
+    Ok(out)
+}
+
 /// A named parameter's value, or None when the caller did not give it (or gave NULL).
 pub(crate) unsafe fn named(info: ffi::duckdb_bind_info, name: &CStr) -> Option<ffi::duckdb_value> {
     let mut v = ffi::duckdb_bind_get_named_parameter(info, name.as_ptr());
@@ -295,8 +343,14 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         tried = true;
     }
-    let compiled =
+    let mut compiled =
         planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
+    // a pull's `*` is typed from the attributes the answer's entities hold: probe them, then compile again
+    if let Some(probe) = compiled.held_sql.take() {
+        let held = query_bigints(&extra.instance, &caller, &probe, &[])?;
+        compiled = planner::compile_query_held(&query, inputs.as_deref(), &schema, &store_name, &opts, Some(&held))
+            .map_err(|e| e.to_string())?;
+    }
     let shape = kept.or_else(|| crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled));
     let entity = if tried {
         None

@@ -15,7 +15,7 @@ use crate::joins;
 use crate::keys::unique_over;
 use crate::layout::quote_ident;
 use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
-use crate::pull::{compile_pull_value, CompiledPull};
+use crate::pull::{compile_pull_held, CompiledPull};
 use crate::source::Ctx;
 use crate::sql::{BinOp, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{Constant, Ty};
@@ -104,7 +104,7 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
                         format!("pull needs an entity, {var} is a {}", t.ty.name()),
                     ));
                 }
-                pulls.push((i, compile_pull_value(pattern, ctx.schema, ctx.store, ctx.opts)?));
+                pulls.push((i, compile_pull_held(pattern, ctx.schema, ctx.store, ctx.opts, ctx.pull_held)?));
                 (t.expr, Ty::REF, format!("pull_{}", var.bare()))
             }
         };
@@ -148,10 +148,10 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         select.limit = Some(select.limit.map_or(1, |l| l.min(1)));
     }
     if pulls.is_empty() {
-        return Ok(CompiledQuery { sql: SqlQuery::Select(Box::new(select)).to_sql(), columns, find });
+        return Ok(CompiledQuery { sql: SqlQuery::Select(Box::new(select)).to_sql(), columns, find, held_sql: None });
     }
-    let sql = with_pulls(select, &mut columns, &pulls);
-    Ok(CompiledQuery { sql, columns, find })
+    let (sql, held_sql) = with_pulls(select, &mut columns, &pulls);
+    Ok(CompiledQuery { sql, columns, find, held_sql })
 }
 
 /// Name of the CTE holding a query's rows when find elements pull.
@@ -169,8 +169,13 @@ const ROWS: &str = "mentat_rows";
 /// ```
 ///
 /// A join does not keep row order, so the `:order` keys are carried as hidden columns and applied again outside.
-/// The pulls' column types become their STRUCT types.
-fn with_pulls(mut select: Select, columns: &mut [OutputColumn], pulls: &[(usize, CompiledPull)]) -> String {
+/// The pulls' column types become their STRUCT types. Also returns, when a pattern has `*`, the probe of the
+/// attributes the entities of the pulls' `*` levels hold ([`CompiledQuery::held_sql`]).
+fn with_pulls(
+    mut select: Select,
+    columns: &mut [OutputColumn],
+    pulls: &[(usize, CompiledPull)],
+) -> (String, Option<String>) {
     let order: Vec<(String, bool)> =
         (0..select.order_by.len()).map(|i| (format!("mentat_order_{i}"), select.order_by[i].1)).collect();
     for ((e, _), (name, _)) in select.order_by.clone().into_iter().zip(&order) {
@@ -180,12 +185,18 @@ fn with_pulls(mut select: Select, columns: &mut [OutputColumn], pulls: &[(usize,
     let m = |name: &str| format!("m.{}", quote_ident(name));
     let mut items = Vec::new();
     let mut joins = Vec::new();
+    let mut probes = Vec::new();
     for (i, col) in columns.iter_mut().enumerate() {
         match pulls.iter().find(|(j, _)| *j == i) {
             None => items.push(format!("{} AS {}", m(&col.name), quote_ident(&col.name))),
             Some((_, pull)) => {
                 let alias = format!("p{i}");
                 let ids = format!("SELECT {} AS e FROM {ROWS} AS m", m(&col.name));
+                if let Some(probe) =
+                    pull.held_input_sql(&format!("SELECT {} AS e, 1 AS ord FROM {ROWS} AS m", m(&col.name)))
+                {
+                    probes.push(format!("SELECT a FROM (\n{probe}\n) AS h{i}"));
+                }
                 joins.push(format!(
                     "LEFT JOIN (\n{}\n) AS {alias} ON {alias}.e = {}",
                     pull.relation_sql(&ids),
@@ -206,7 +217,9 @@ fn with_pulls(mut select: Select, columns: &mut [OutputColumn], pulls: &[(usize,
             order.iter().map(|(n, desc)| format!("{} {}", m(n), if *desc { "DESC" } else { "ASC" })).collect();
         sql.push_str(&format!("\nORDER BY {}", keys.join(", ")));
     }
-    sql
+    let held = (!probes.is_empty())
+        .then(|| format!("WITH {ROWS} AS MATERIALIZED (\n{inner}\n)\n{}", probes.join("\nUNION\n")));
+    (sql, held)
 }
 
 /// The typed expression of a variable for projection.

@@ -79,6 +79,10 @@ pub struct CompiledQuery {
     pub sql: String,
     pub columns: Vec<OutputColumn>,
     pub find: FindKind,
+    /// For a query with a `(pull ?e pattern)` whose pattern has `*`: a statement listing (column `a`, BIGINT)
+    /// the attributes that the entities those `*` levels pull hold, over the whole answer. Compile again with
+    /// them ([`compile_query_held`]) to type the wildcard's STRUCT from them.
+    pub held_sql: Option<String>,
 }
 
 /// Compiles an EDN Datalog query into one DuckDB statement over `store`.
@@ -94,9 +98,23 @@ pub fn compile_query(
     store: &StoreName,
     opts: &QueryOptions,
 ) -> Result<CompiledQuery, PlanError> {
+    compile_query_held(query_edn, inputs_edn, schema, store, opts, None)
+}
+
+/// [`compile_query`] with the `*` of `(pull ?e pattern)` find elements expanded to the attributes `held` (as
+/// [`pull::compile_pull_held`]), usually those [`CompiledQuery::held_sql`] lists.
+pub fn compile_query_held(
+    query_edn: &str,
+    inputs_edn: Option<&str>,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+    held: Option<&[schema::Entid]>,
+) -> Result<CompiledQuery, PlanError> {
     let query = parse::parse_query(query_edn)?;
     let rules = rules::from_inputs(&query, inputs_edn)?;
-    let ctx = Ctx::new(schema, store, opts).with_rules(rules.as_ref());
+    let mut ctx = Ctx::new(schema, store, opts).with_rules(rules.as_ref());
+    ctx.pull_held = held;
     let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
     let alg = algebrize::algebrize(&ctx, &query.where_clauses, &inputs)?;
     emit::emit(&ctx, &query, &alg)

@@ -21,18 +21,28 @@
 //!   with the colon, as the datom tables hold them); cardinality-many: a LIST of it, ordered by value, at most
 //!   `:limit` elements (Datomic's default limit, 1000, unless `:limit nil`).
 //! * a ref without a sub-pattern: `STRUCT("db/id" BIGINT)`; with a sub-pattern: the nested pattern's STRUCT.
-//! * a reverse attribute: always a LIST (of `STRUCT("db/id" BIGINT)` or of the nested STRUCT), ordered by the
-//!   referring entity's id, default limit 1000. (Datomic returns a single map for the reverse of a component
-//!   attribute; here the shape stays a LIST so that it never depends on data.)
-//! * `*`: `"db/id"` first, then every attribute of the schema that is not a bootstrap attribute
-//!   (entid >= [`PART_DB_USER_START`]), by entid, under the rules above; component attributes are pulled
-//!   recursively with `[*]` (up to [`MAX_DEPTH`] levels, then as `{"db/id"}`). Attributes named explicitly
-//!   next to `*` replace the wildcard's field of the same attribute in place; other explicit specs follow.
-//!   Bootstrap attributes (`:db/ident`, `:db/valueType`, `:db/txInstant`, ...) can be named explicitly.
-//! * recursion: `{:a ...}` expands [`MAX_DEPTH`] levels, `{:a n}` expands n levels, each level with the
-//!   pattern the recursive spec sits in; past the last level the attribute is a ref without sub-pattern
-//!   (`{"db/id"}`), which is what Datomic returns at a recursion limit. A static type needs the bound; cycles
-//!   are expanded up to the bound rather than detected.
+//! * a reverse attribute: a LIST (of `STRUCT("db/id" BIGINT)` or of the nested STRUCT), ordered by the
+//!   referring entity's id, default limit 1000; the reverse of a component attribute is one STRUCT, not a
+//!   LIST, for cardinality-one and cardinality-many components alike (a component has one owner; Datomic
+//!   returns a single map).
+//! * a forward component attribute without a sub-pattern (named, or under `*`) is pulled whole, as Datomic's
+//!   component defaults: each component as `[*]`, its own components whole again, to any depth. No static
+//!   type holds a tree of unknown depth, so the field is JSON (a LIST of JSON for cardinality-many); in the
+//!   JSON an absent attribute's key is left out, as Datomic leaves it out. With a sub-pattern
+//!   (`{:part [:name]}`) the sub-pattern's typed STRUCT is pulled instead.
+//! * `*`: `"db/id"` first, then the attributes the pulled entities hold, by entid (bootstrap attributes such
+//!   as `:db/ident` included), under the rules above. "Hold" is decided by a probe of the data before the
+//!   statement is compiled ([`compile_pull_held`], [`CompiledPull::held_input_sql`]): for one entity its own
+//!   attributes, for many (pull-many, or a find element over an answer) the union over them, so the STRUCT has
+//!   one type for the whole answer. Without a probe (the SQL of `mentat_sql`), every attribute of the schema.
+//!   Attributes named explicitly next to `*` replace the wildcard's field of the same attribute in place;
+//!   other explicit specs follow.
+//! * recursion: `{:a n}` expands n levels, typed, each level with the pattern the recursive spec sits in;
+//!   past the last level the attribute is a ref without sub-pattern (`{"db/id"}`), which is what Datomic
+//!   returns at a recursion limit. `{:a ...}` follows every reachable entity to any depth; an entity already
+//!   on the path from the top is not expanded again but given as `{"db/id": e}` (Datomic's cycle rule). The
+//!   recursive field is JSON (a LIST of JSON for cardinality-many), the other fields of the top level keep
+//!   their types. See `Compiler::rec_node` for the SQL and `storage/README.md` for its cost.
 //! * a missing attribute is a NULL field (Datomic leaves the key out). `:default v` replaces that NULL.
 //! * an entity with none of the pattern's attributes (a nonexistent entity, or a ref whose target has none
 //!   of the sub-pattern's attributes) is a NULL STRUCT, as Datomic returns nil; unless the pattern asks for
@@ -55,7 +65,7 @@
 //! orderer enumerate cross products: 60 ms of planning for ten attributes).
 
 use crate::error::{show, PlanError};
-use crate::layout::{quote_ident, quote_str, StoreName, PART_DB_USER_START};
+use crate::layout::{quote_ident, quote_str, StoreName};
 use crate::parse::parse_edn;
 use crate::schema::{Attribute, Entid, Schema, ValueType};
 use crate::source::{Ctx, QueryOptions};
@@ -63,8 +73,6 @@ use crate::sql::{Expr, Query, Select, TableSource};
 use crate::types::{literal, scalar_constant, Constant};
 use edn_format::Value;
 
-/// Levels expanded for `...` recursion and for components under `*`.
-pub const MAX_DEPTH: usize = 4;
 /// Datomic's default `:limit` for cardinality-many and reverse attributes.
 pub const DEFAULT_LIMIT: i64 = 1000;
 /// The CTE name a [`CompiledPull`] reads its entity ids from (column `e`).
@@ -109,9 +117,11 @@ pub enum Sub {
     None,
     /// A nested pattern.
     Pattern(Pattern),
-    /// `...` or a depth number: the enclosing pattern again, `depth` levels; `id` tells recursive specs apart.
-    Recurse { id: usize, depth: usize },
-    /// A component attribute under `*`: `[*]` again, [`MAX_DEPTH`] levels.
+    /// `...` (depth None: every reachable entity, each pulled once on a path) or a depth number: the enclosing
+    /// pattern again; `id` tells recursive specs apart.
+    Recurse { id: usize, depth: Option<usize> },
+    /// A forward component attribute without a sub-pattern: each component pulled whole, `[*]` with its own
+    /// components pulled whole, as JSON (Datomic's component defaults).
     Component,
 }
 
@@ -131,6 +141,9 @@ pub struct CompiledPull {
     /// which DuckDB prunes by zone maps without a join (about a third faster than joining [`IDS`]).
     pub one_ctes: Vec<String>,
     pub one_root: String,
+    /// For a pattern with `*`: the CTEs (after those of [`CompiledPull::with`]) and SELECT of the attributes
+    /// the entities of its `*` levels hold, column `a`; see [`compile_pull_held`].
+    held_sql: Option<String>,
 }
 
 impl CompiledPull {
@@ -170,20 +183,53 @@ impl CompiledPull {
     /// Many entities, the statement's only parameter `$1` (a `BIGINT[]`): one row per element, in order
     /// (duplicates repeated, as Datomic's pull-many does).
     pub fn many_sql(&self) -> String {
-        self.input_sql(
-            "SELECT unnest(l) AS e, generate_subscripts(l, 1) AS ord FROM (SELECT CAST($1 AS BIGINT[]) AS l) AS t",
-        )
+        self.input_sql(MANY_INPUT)
+    }
+
+    /// The statement listing the attributes (entids, column `a`) held by the entities that the `*` levels of
+    /// this pattern pull from `input` (as for [`CompiledPull::input_sql`]); None for a pattern without `*`.
+    pub fn held_input_sql(&self, input: &str) -> Option<String> {
+        let held = self.held_sql.as_ref()?;
+        let ctes = [
+            format!("pull_in AS NOT MATERIALIZED (\n{input})"),
+            format!("{IDS} AS NOT MATERIALIZED (SELECT DISTINCT e FROM pull_in WHERE e IS NOT NULL)"),
+        ];
+        Some(format!("WITH {},\n{held}", ctes.join(",\n")))
+    }
+
+    /// [`CompiledPull::held_input_sql`] for one entity given as parameter `$1`.
+    pub fn held_one_sql(&self) -> Option<String> {
+        self.held_input_sql("SELECT CAST($1 AS BIGINT) AS e, 1 AS ord")
+    }
+
+    /// [`CompiledPull::held_input_sql`] for a `BIGINT[]` parameter `$1`.
+    pub fn held_many_sql(&self) -> Option<String> {
+        self.held_input_sql(MANY_INPUT)
+    }
+
+    /// [`CompiledPull::held_input_sql`] for entities given as SQL expressions.
+    pub fn held_entities_sql(&self, entities: &[String]) -> Option<String> {
+        self.held_input_sql(&entities_input(entities))
     }
 
     /// Entities given as SQL expressions (from [`entity_sql`]), one row each, in order.
     pub fn entities_sql(&self, entities: &[String]) -> String {
-        if entities.is_empty() {
-            return self.input_sql("SELECT CAST(NULL AS BIGINT) AS e, 1 AS ord WHERE FALSE");
-        }
-        let rows: Vec<String> =
-            entities.iter().enumerate().map(|(i, e)| format!("(CAST({e} AS BIGINT), {})", i + 1)).collect();
-        self.input_sql(&format!("SELECT * FROM (VALUES {}) AS v(e, ord)", rows.join(", ")))
+        self.input_sql(&entities_input(entities))
     }
+}
+
+/// The input relation of [`CompiledPull::many_sql`]: the elements of the `BIGINT[]` parameter `$1`, in order.
+const MANY_INPUT: &str =
+    "SELECT unnest(l) AS e, generate_subscripts(l, 1) AS ord FROM (SELECT CAST($1 AS BIGINT[]) AS l) AS t";
+
+/// The input relation of entities given as SQL expressions, in order.
+fn entities_input(entities: &[String]) -> String {
+    if entities.is_empty() {
+        return "SELECT CAST(NULL AS BIGINT) AS e, 1 AS ord WHERE FALSE".to_string();
+    }
+    let rows: Vec<String> =
+        entities.iter().enumerate().map(|(i, e)| format!("(CAST({e} AS BIGINT), {})", i + 1)).collect();
+    format!("SELECT * FROM (VALUES {}) AS v(e, ord)", rows.join(", "))
 }
 
 /// Compiles pull pattern text (see the module docs) against `schema` for entities of `store`, as seen through
@@ -206,30 +252,90 @@ pub fn compile_pull_value(
     store: &StoreName,
     opts: &QueryOptions,
 ) -> Result<CompiledPull, PlanError> {
+    compile_pull_held(pattern, schema, store, opts, None)
+}
+
+/// [`compile_pull_value`] with `*` expanded to the attributes in `held` only (in entid order), bootstrap
+/// attributes included: the STRUCT of a wildcard is typed from the attributes the pulled entities hold, found
+/// by running [`CompiledPull::held_input_sql`] of the pattern compiled with `held` None (every attribute of the
+/// schema, `:db/ident` and the other bootstrap attributes included).
+pub fn compile_pull_held(
+    pattern: &Value,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+    held: Option<&[Entid]>,
+) -> Result<CompiledPull, PlanError> {
     if opts.history {
         return Err(PlanError::unsupported(pattern, "pull reads a database value; history := true is not one"));
     }
     let mut next_id = 0;
     let pattern = parse_pattern(pattern, schema, &mut next_id)?;
-    let mut c = Compiler { ctx: Ctx::new(schema, store, opts), ctes: Vec::new(), n: 0, top_param: false };
-    let (root, sql_type) = c.node(&pattern, IDS, &Budget::default())?;
-    let mut one = Compiler { ctx: Ctx::new(schema, store, opts), ctes: Vec::new(), n: 0, top_param: true };
-    let (one_root, _) = one.node(&pattern, IDS, &Budget::default())?;
-    Ok(CompiledPull { ctes: c.ctes, root, sql_type, one_ctes: one.ctes, one_root })
+    let mut c = Compiler::new(Ctx::new(schema, store, opts), false, held);
+    let root = c.node(&pattern, IDS, &Budget::default())?;
+    let mut one = Compiler::new(Ctx::new(schema, store, opts), true, held);
+    let one_root = one.node(&pattern, IDS, &Budget::default())?;
+    let held_sql = match c.wild_ids.is_empty() {
+        true => None,
+        false => Some(held_sql(&c, schema)?),
+    };
+    Ok(CompiledPull {
+        ctes: c.ctes,
+        root: root.cte,
+        sql_type: root.ty,
+        one_ctes: one.ctes,
+        one_root: one_root.cte,
+        held_sql,
+    })
+}
+
+/// The probe of a wildcard pattern: `SELECT a` over the attributes (every attribute of the schema) that any
+/// entity of a `*` level holds, one EXISTS per attribute.
+fn held_sql(c: &Compiler, schema: &Schema) -> Result<String, PlanError> {
+    let ids: Vec<String> = c.wild_ids.iter().map(|w| format!("SELECT e FROM {w}")).collect();
+    let mut branches = Vec::new();
+    for a in schema.attributes() {
+        branches.push(format!(
+            "SELECT CAST({} AS BIGINT) AS a WHERE EXISTS (SELECT 1 FROM {} AS d JOIN pull_held AS h ON d.e = h.e)",
+            a.entid,
+            source_sql(&c.ctx, a.entid)?
+        ));
+    }
+    let mut ctes = c.ctes.clone();
+    ctes.push(format!("pull_held AS MATERIALIZED ({})", ids.join(" UNION ")));
+    Ok(format!(
+        "{}
+{}",
+        ctes.join(
+            ",
+"
+        ),
+        branches.join(
+            "
+UNION ALL
+"
+        )
+    ))
 }
 
 /// The fields of a flat pattern, `*` expanded as [`compile_pull`] expands it, for the entity path
 /// (`storage::eindex`): every field is `:db/id` or a forward attribute without sub-pattern (a ref as its
 /// `{"db/id"}`), of a value type the index holds (not uuid or bytes), with a `:default` of the attribute's own
 /// type. None for any other pattern (nested, reverse, recursive, components under `*`) or any time-travel
-/// option: the general path pulls those.
-pub fn flat_fields(pattern_edn: &str, schema: &Schema, store: &StoreName, opts: &QueryOptions) -> Option<Vec<Spec>> {
+/// option: the general path pulls those. `held` restricts `*` as in [`compile_pull_held`].
+pub fn flat_fields(
+    pattern_edn: &str,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+    held: Option<&[Entid]>,
+) -> Option<Vec<Spec>> {
     if opts.as_of.is_some() || opts.since.is_some() || opts.history {
         return None;
     }
     let mut next_id = 0;
     let pattern = parse_pattern(&parse_edn(pattern_edn, "pull pattern").ok()?, schema, &mut next_id).ok()?;
-    let c = Compiler { ctx: Ctx::new(schema, store, opts), ctes: Vec::new(), n: 0, top_param: false };
+    let c = Compiler::new(Ctx::new(schema, store, opts), false, held);
     let specs = c.expand(&pattern);
     for s in &specs {
         match (s.target, &s.sub) {
@@ -323,8 +429,8 @@ pub fn parse_pattern(v: &Value, schema: &Schema, next_id: &mut usize) -> Result<
                     }
                     spec.sub = match sub {
                         Value::Vector(_) => Sub::Pattern(parse_pattern(sub, schema, next_id)?),
-                        _ if is_symbol(sub, "...") => Sub::Recurse { id: bump(next_id), depth: MAX_DEPTH },
-                        Value::Integer(n) if *n >= 0 => Sub::Recurse { id: bump(next_id), depth: *n as usize },
+                        _ if is_symbol(sub, "...") => Sub::Recurse { id: bump(next_id), depth: None },
+                        Value::Integer(n) if *n >= 0 => Sub::Recurse { id: bump(next_id), depth: Some(*n as usize) },
                         _ => return Err(PlanError::syntax(sub, "a map spec's value is a pattern, ... or a depth")),
                     };
                     p.specs.push(spec);
@@ -405,7 +511,8 @@ fn attr_name(v: &Value, schema: &Schema) -> Result<Spec, PlanError> {
     }
     if let Some(a) = schema.attribute_by_ident(&text) {
         let limit = if a.many { Some(DEFAULT_LIMIT) } else { None };
-        return Ok(Spec { target: Target::Forward(a.entid), name, limit, default: None, sub: Sub::None });
+        let sub = if a.component && a.value_type == ValueType::Ref { Sub::Component } else { Sub::None };
+        return Ok(Spec { target: Target::Forward(a.entid), name, limit, default: None, sub });
     }
     // `:ns/_name` is the reverse of `:ns/name`.
     if let Value::Keyword(k) = v {
@@ -419,7 +526,9 @@ fn attr_name(v: &Value, schema: &Schema) -> Result<Spec, PlanError> {
                     return Err(PlanError::type_mismatch(v, format!("{forward} is not a ref attribute")));
                 }
                 let target = Target::Reverse(a.entid);
-                return Ok(Spec { target, name, limit: Some(DEFAULT_LIMIT), default: None, sub: Sub::None });
+                // a component has one owner: its reverse is one entity, without a limit
+                let limit = if a.component { None } else { Some(DEFAULT_LIMIT) };
+                return Ok(Spec { target, name, limit, default: None, sub: Sub::None });
             }
         }
     }
@@ -429,10 +538,11 @@ fn attr_name(v: &Value, schema: &Schema) -> Result<Spec, PlanError> {
 // ---------------------------------------------------------------------------------------------------------
 // Compiling
 
-/// Remaining levels of each recursive spec (and of component expansion, key `COMPONENT`) on the current path.
+/// Remaining levels of each numerically bounded recursive spec on the current path.
 #[derive(Clone, Default)]
 struct Budget(Vec<(usize, usize)>);
 
+/// The recursion id of component attributes inside a component pulled whole (`[*]` recursing into itself).
 const COMPONENT: usize = 0;
 
 impl Budget {
@@ -452,6 +562,10 @@ struct Compiler<'a> {
     n: usize,
     /// The top level's ids are the one entity `$1`: filter on it directly.
     top_param: bool,
+    /// The attributes `*` expands to (see [`compile_pull_held`]); None: every attribute of the schema.
+    held: Option<Vec<Entid>>,
+    /// The ids CTEs of the levels whose pattern has `*` (what [`CompiledPull::held_input_sql`] reads).
+    wild_ids: Vec<String>,
 }
 
 /// The parameter of [`CompiledPull::one_sql`].
@@ -504,6 +618,22 @@ fn typed_literal(v: &Value, attr: &Attribute, form: &Value, schema: &Schema) -> 
     Ok(format!("CAST({} AS {})", expr_sql(lit), attr.value_type.sql_type()))
 }
 
+/// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// One field of a level: its branch (if it reads datoms), its aggregate and its expression over `g`/`i`.
 struct Field {
     name: String,
@@ -513,7 +643,23 @@ struct Field {
     agg: Option<String>,
 }
 
+/// A compiled level: its CTE (columns `e`, `pull` and, for [`Compiler::rec_node`], `j`) and field types.
+struct Level {
+    cte: String,
+    ty: String,
+    fields: Vec<(String, String)>,
+}
+
+/// Whether a spec recurses without a bound (`...`, or a component inside a component pulled whole).
+fn unbounded(s: &Spec) -> bool {
+    matches!(s.sub, Sub::Recurse { depth: None, .. })
+}
+
 impl Compiler<'_> {
+    fn new<'a>(ctx: Ctx<'a>, top_param: bool, held: Option<&[Entid]>) -> Compiler<'a> {
+        Compiler { ctx, ctes: Vec::new(), n: 0, top_param, held: held.map(<[Entid]>::to_vec), wild_ids: Vec::new() }
+    }
+
     fn fresh(&mut self, prefix: &str) -> String {
         self.n += 1;
         format!("pull_{prefix}{}", self.n)
@@ -521,6 +667,11 @@ impl Compiler<'_> {
 
     /// The fields of a pattern, `*` expanded (see the module docs for the order).
     fn expand(&self, pat: &Pattern) -> Vec<Spec> {
+        self.expand_with(pat, self.held.as_deref())
+    }
+
+    /// [`Compiler::expand`] with `*` expanded to the attributes in `held` (None: every attribute).
+    fn expand_with(&self, pat: &Pattern, held: Option<&[Entid]>) -> Vec<Spec> {
         if !pat.wildcard {
             return pat.specs.clone();
         }
@@ -528,15 +679,22 @@ impl Compiler<'_> {
             vec![Spec { target: Target::DbId, name: "db/id".into(), limit: None, default: None, sub: Sub::None }];
         let mut used = vec![false; pat.specs.len()];
         for a in self.ctx.schema.attributes() {
-            if a.entid < PART_DB_USER_START {
-                continue;
+            if let Some(held) = held {
+                if !held.contains(&a.entid) {
+                    continue;
+                }
             }
             if let Some(i) = pat.specs.iter().position(|s| s.target == Target::Forward(a.entid)) {
                 used[i] = true;
                 out.push(pat.specs[i].clone());
                 continue;
             }
-            let sub = if a.component && a.value_type == ValueType::Ref { Sub::Component } else { Sub::None };
+            // `[*]` alone (a component pulled whole, or a user's `[*]`) recurses into itself for components
+            let sub = match (a.component && a.value_type == ValueType::Ref, pat.specs.is_empty()) {
+                (false, _) => Sub::None,
+                (true, true) => Sub::Recurse { id: COMPONENT, depth: None },
+                (true, false) => Sub::Component,
+            };
             let limit = if a.many { Some(DEFAULT_LIMIT) } else { None };
             out.push(Spec {
                 target: Target::Forward(a.entid),
@@ -554,9 +712,21 @@ impl Compiler<'_> {
         out
     }
 
-    /// Compiles one level: a CTE `(e, pull)` over the ids in CTE `ids`. Returns its name and the pull type.
-    fn node(&mut self, pat: &Pattern, ids: &str, budget: &Budget) -> Result<(String, String), PlanError> {
+    /// Compiles one level over the entity ids in CTE `ids`: [`Compiler::rec_node`] when the pattern recurses
+    /// without a bound, else [`Compiler::typed_node`].
+    fn node(&mut self, pat: &Pattern, ids: &str, budget: &Budget) -> Result<Level, PlanError> {
+        if pat.wildcard {
+            self.wild_ids.push(ids.to_string());
+        }
         let specs = self.expand(pat);
+        if specs.iter().any(unbounded) {
+            return self.rec_node(pat, &specs, ids, budget);
+        }
+        self.typed_node(pat, &specs, ids, budget)
+    }
+
+    /// A level of typed fields: a CTE `(e, pull)` over the ids in CTE `ids`.
+    fn typed_node(&mut self, pat: &Pattern, specs: &[Spec], ids: &str, budget: &Budget) -> Result<Level, PlanError> {
         let mut fields = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
             fields.push(self.field(pat, spec, i, ids, budget)?);
@@ -572,6 +742,7 @@ impl Compiler<'_> {
             "{{{}}}",
             fields.iter().map(|f| format!("{}: {}", quote_str(&f.name), f.expr)).collect::<Vec<_>>().join(", ")
         );
+        let types = fields.iter().map(|f| (f.name.clone(), f.ty.clone())).collect();
         let branches: Vec<&str> = fields.iter().filter_map(|f| f.branch.as_deref()).collect();
         let body = if branches.is_empty() {
             format!("SELECT i.e AS e, {st} AS pull FROM {ids} AS i")
@@ -582,25 +753,203 @@ impl Compiler<'_> {
             let pull = if has_id { st } else { format!("CASE WHEN {found} THEN {st} END") };
             if one {
                 // One entity: an ungrouped aggregate (no hash table) cross joined with the one id.
-                return self.finish_node(format!(
+                format!(
                     "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i CROSS JOIN (\n  SELECT count(*) AS n, {}\n  FROM (\n    {}\n  ) AS u\n) AS g",
                     aggs.join(", "),
                     branches.join("\n    UNION ALL BY NAME\n    ")
-                ), ty);
+                )
+            } else {
+                format!(
+                    "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i LEFT JOIN (\n  SELECT e, {}\n  FROM (\n    {}\n  ) AS u GROUP BY e\n) AS g ON g.e = i.e",
+                    aggs.join(", "),
+                    branches.join("\n    UNION ALL BY NAME\n    ")
+                )
             }
-            format!(
-                "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i LEFT JOIN (\n  SELECT e, {}\n  FROM (\n    {}\n  ) AS u GROUP BY e\n) AS g ON g.e = i.e",
-                aggs.join(", "),
-                branches.join("\n    UNION ALL BY NAME\n    ")
-            )
         };
-        self.finish_node(body, ty)
+        let cte = self.fresh("n");
+        self.ctes.push(format!("{cte} AS NOT MATERIALIZED (\n{body})"));
+        Ok(Level { cte, ty, fields: types })
     }
 
-    fn finish_node(&mut self, body: String, ty: String) -> Result<(String, String), PlanError> {
-        let name = self.fresh("n");
-        self.ctes.push(format!("{name} AS NOT MATERIALIZED (\n{body})"));
-        Ok((name, ty))
+    /// A level whose pattern recurses without a bound: a CTE `(e, pull, j)` over the ids in CTE `ids`, `pull`
+    /// the typed STRUCT (each unbounded recursive field as JSON, a LIST of JSON for cardinality-many) and `j`
+    /// the whole map as JSON text (absent attributes left out, as Datomic leaves out the key).
+    ///
+    /// Three steps, each set-based over all entities of the level at once:
+    /// 1. the walk: a recursive CTE following every recursive attribute from the ids, one row per node of the
+    ///    answer tree `(e, depth, nid, parent, slot, stub)`; `nid` is unique within a depth and `parent` is
+    ///    the parent's nid one depth up; a node whose entity is already on its path is a `stub`, not expanded
+    ///    further (it is `{"db/id": e}` in the answer, Datomic's cycle rule);
+    /// 2. the values: the pattern's other fields, pulled once per distinct entity of the walk by
+    ///    [`Compiler::typed_node`], rendered as JSON text pieces per node;
+    /// 3. the assembly: a second recursive CTE from the deepest nodes up, one depth per iteration, each node's
+    ///    JSON made from its pieces and its children's JSON grouped by parent.
+    ///
+    /// `top` are the fields of the top STRUCT (`*` expanded to the held attributes); the JSON of every level
+    /// has every attribute of `*` that its entity holds.
+    fn rec_node(&mut self, pat: &Pattern, top: &[Spec], ids: &str, budget: &Budget) -> Result<Level, PlanError> {
+        let schema = self.ctx.schema;
+        let all = self.expand_with(pat, None);
+        let specs = &all[..];
+        // the walk's edges: one branch per recursive spec, `slot` its index in `specs`
+        let mut edges = Vec::new();
+        for (k, s) in specs.iter().enumerate().filter(|(_, s)| unbounded(s)) {
+            let (aid, reverse) = match s.target {
+                Target::Forward(a) => (a, false),
+                Target::Reverse(a) => (a, true),
+                Target::DbId => unreachable!("parse refuses a sub-pattern on :db/id"),
+            };
+            let (here, there) = if reverse { ("v", "e") } else { ("e", "v") };
+            edges.push(format!(
+                "SELECT d.{here} AS here, d.{there} AS there, {k} AS slot FROM {} AS d",
+                source_sql(&self.ctx, aid)?
+            ));
+        }
+        let walk = self.fresh("walk");
+        self.ctes.push(format!(
+            "{walk} AS MATERIALIZED (\n  WITH RECURSIVE w(e, depth, nid, parent, slot, path, stub) AS (\n    \
+             SELECT e, 0, e, CAST(NULL AS BIGINT), CAST(NULL AS INTEGER), [e], false FROM {ids}\n    UNION ALL\n    \
+             SELECT x.there, w.depth + 1, row_number() OVER (), w.nid, x.slot, list_append(w.path, x.there), \
+             list_contains(w.path, x.there)\n    FROM w JOIN (\n      {}\n    ) AS x ON x.here = w.e WHERE NOT w.stub\n  \
+             ) SELECT e, depth, nid, parent, slot, stub FROM w)",
+            edges.join("\n      UNION ALL\n      ")
+        ));
+        // the other fields, once per distinct entity of the walk
+        let others: Vec<Spec> = specs.iter().filter(|s| !unbounded(s)).cloned().collect();
+        let vals = if others.is_empty() {
+            None
+        } else {
+            let vids = self.fresh("ids");
+            self.ctes.push(format!("{vids} AS MATERIALIZED (SELECT DISTINCT e FROM {walk} WHERE NOT stub)"));
+            Some(self.typed_node(pat, &others, &vids, budget)?)
+        };
+        // per node, the JSON text between two recursive fields: `"name":value` for each present field, joined
+        // by commas, NULL when none is present
+        let mut segs: Vec<Vec<String>> = vec![Vec::new()];
+        for s in specs {
+            if unbounded(s) {
+                segs.push(Vec::new());
+            } else {
+                let v = format!("struct_extract(v.pull, {})", quote_str(&s.name));
+                let key = quote_str(&format!("{}:", json_str(&s.name)));
+                segs.last_mut()
+                    .expect("one segment at least")
+                    .push(format!("CASE WHEN {v} IS NOT NULL THEN {key} || CAST(to_json({v}) AS VARCHAR) END"));
+            }
+        }
+        let seg_cols: Vec<String> = segs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p.len() {
+                0 => format!("CAST(NULL AS VARCHAR) AS s{i}"),
+                1 => format!("{} AS s{i}", p[0]),
+                _ => format!("NULLIF(concat_ws(',', {}), '') AS s{i}", p.join(", ")),
+            })
+            .collect();
+        let nodes = self.fresh("nodes");
+        let join_vals = match &vals {
+            Some(v) => format!(" LEFT JOIN {} AS v ON v.e = w.e", v.cte),
+            None => String::new(),
+        };
+        self.ctes.push(format!(
+            "{nodes} AS MATERIALIZED (SELECT w.e, w.depth, w.nid, w.parent, w.slot, w.stub, {} FROM {walk} AS w{join_vals})",
+            seg_cols.join(", ")
+        ));
+        // the assembly: a node's JSON from its segments and its children's JSON (`c.c<k>`, NULL when none); the
+        // body `b` is computed once per node (each level copies its children's text once: a chain of n costs
+        // O(n^2) bytes copied, see the module docs)
+        let rec: Vec<(usize, &Spec)> = specs.iter().enumerate().filter(|(_, s)| unbounded(s)).collect();
+        let body = |children: bool| -> String {
+            let mut parts = vec!["n.s0".to_string()];
+            for (i, (k, s)) in rec.iter().enumerate() {
+                if children {
+                    parts.push(format!("{} || c.c{k}", quote_str(&format!("{}:", json_str(&s.name)))));
+                }
+                parts.push(format!("n.s{}", i + 1));
+            }
+            format!("concat_ws(',', {}) AS b", parts.join(", "))
+        };
+        let json = "CASE WHEN stub THEN '{\"db/id\":' || e || '}' WHEN b = '' THEN NULL ELSE concat('{', b, '}') END";
+        let many = |s: &Spec| -> bool {
+            match s.target {
+                Target::Forward(a) => schema.attribute(a).is_some_and(|a| a.many),
+                Target::Reverse(a) => !schema.attribute(a).is_some_and(|a| a.component),
+                Target::DbId => false,
+            }
+        };
+        let slice = |s: &Spec| s.limit.map(|n| format!("[1:{n}]")).unwrap_or_default();
+        let text_aggs: Vec<String> = rec
+            .iter()
+            .map(|(k, s)| {
+                if many(s) {
+                    format!(
+                        "'[' || array_to_string((list(j ORDER BY e) FILTER (WHERE slot = {k} AND j IS NOT NULL)){}, ',') || ']' AS c{k}",
+                        slice(s)
+                    )
+                } else {
+                    format!("any_value(j) FILTER (WHERE slot = {k}) AS c{k}")
+                }
+            })
+            .collect();
+        let asm = self.fresh("asm");
+        self.ctes.push(format!(
+            "{asm} AS MATERIALIZED (\n  WITH RECURSIVE a(e, depth, nid, parent, slot, j) AS (\n    \
+             SELECT e, depth, nid, parent, slot, {json} FROM (\n    \
+             SELECT n.e, n.depth, n.nid, n.parent, n.slot, n.stub, {} FROM {nodes} AS n\n    \
+             WHERE n.depth = (SELECT max(depth) FROM {nodes}))\n    UNION ALL\n    \
+             SELECT e, depth, nid, parent, slot, {json} FROM (\n    \
+             SELECT n.e, n.depth, n.nid, n.parent, n.slot, n.stub, {}\n    \
+             FROM {nodes} AS n JOIN (SELECT min(depth) - 1 AS d FROM a) AS lv ON n.depth = lv.d\n    \
+             LEFT JOIN (SELECT parent, {} FROM a GROUP BY parent) AS c ON c.parent = n.nid)\n  \
+             ) SELECT * FROM a)",
+            body(false),
+            body(true),
+            text_aggs.join(", ")
+        ));
+        // the top of the level: the typed STRUCT of the roots
+        let mut fields = Vec::new();
+        let mut typed_aggs = Vec::new();
+        let vty: std::collections::HashMap<&str, &str> =
+            vals.as_ref().map(|v| v.fields.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect()).unwrap_or_default();
+        for s in top {
+            if unbounded(s) {
+                let k = specs.iter().position(|a| a.target == s.target && a.name == s.name).unwrap_or_default();
+                let (expr, ty) = if many(s) {
+                    typed_aggs.push(format!(
+                        "(list(CAST(j AS JSON) ORDER BY e) FILTER (WHERE slot = {k} AND j IS NOT NULL)){} AS c{k}",
+                        slice(s)
+                    ));
+                    (format!("c.c{k}"), "JSON[]")
+                } else {
+                    typed_aggs.push(format!("CAST(any_value(j) FILTER (WHERE slot = {k}) AS JSON) AS c{k}"));
+                    (format!("c.c{k}"), "JSON")
+                };
+                fields.push((s.name.clone(), ty.to_string(), expr));
+            } else {
+                let ty = vty.get(s.name.as_str()).copied().unwrap_or("VARCHAR").to_string();
+                fields.push((s.name.clone(), ty, format!("struct_extract(v.pull, {})", quote_str(&s.name))));
+            }
+        }
+        let ty = format!(
+            "STRUCT({})",
+            fields.iter().map(|(n, t, _)| format!("{} {t}", quote_ident(n))).collect::<Vec<_>>().join(", ")
+        );
+        let st = format!(
+            "{{{}}}",
+            fields.iter().map(|(n, _, e)| format!("{}: {e}", quote_str(n))).collect::<Vec<_>>().join(", ")
+        );
+        let join_vals = match &vals {
+            Some(v) => format!("\nLEFT JOIN {} AS v ON v.e = i.e", v.cte),
+            None => String::new(),
+        };
+        let cte = self.fresh("n");
+        self.ctes.push(format!(
+            "{cte} AS NOT MATERIALIZED (\nSELECT i.e AS e, CASE WHEN r.j IS NULL THEN NULL ELSE {st} END AS pull, r.j AS j\n\
+             FROM {ids} AS i LEFT JOIN {asm} AS r ON r.depth = 0 AND r.nid = i.e\n\
+             LEFT JOIN (SELECT parent, {} FROM {asm} WHERE depth = 1 GROUP BY parent) AS c ON c.parent = i.e{join_vals})",
+            typed_aggs.join(", ")
+        ));
+        Ok(Level { cte, ty, fields: fields.into_iter().map(|(n, t, _)| (n, t)).collect() })
     }
 
     fn field(&mut self, pat: &Pattern, spec: &Spec, i: usize, ids: &str, budget: &Budget) -> Result<Field, PlanError> {
@@ -622,20 +971,21 @@ impl Compiler<'_> {
             .attribute(aid)
             .ok_or_else(|| PlanError::UnknownAttribute { ident: aid.to_string(), form: spec.name.clone() })?;
         let is_ref = attr.value_type == ValueType::Ref;
-        let many = reverse || attr.many;
-        // The sub-pattern actually expanded here, with the budget below it.
-        let sub: Option<(Pattern, Budget)> = match &spec.sub {
+        // a reverse attribute is many, except the reverse of a component: a component has one owner
+        let many = if reverse { !attr.component } else { attr.many };
+        // The sub-pattern actually expanded here, with the budget below it, and whether it is a component
+        // pulled whole (as JSON).
+        let sub: Option<(Pattern, Budget, bool)> = match &spec.sub {
             Sub::None => None,
-            Sub::Pattern(p) => Some((p.clone(), budget.clone())),
-            Sub::Recurse { id, depth } => {
+            Sub::Pattern(p) => Some((p.clone(), budget.clone(), false)),
+            Sub::Recurse { id, depth: Some(depth) } => {
                 let left = budget.get(*id).unwrap_or(*depth);
-                (left > 0).then(|| (pat.clone(), budget.with(*id, left - 1)))
+                (left > 0).then(|| (pat.clone(), budget.with(*id, left - 1), false))
             }
-            Sub::Component => {
-                let left = budget.get(COMPONENT).unwrap_or(MAX_DEPTH);
-                let star = Pattern { wildcard: true, specs: vec![] };
-                (left > 0).then(|| (star, budget.with(COMPONENT, left - 1)))
+            Sub::Recurse { depth: None, .. } => {
+                return Err(PlanError::unsupported(&Value::Nil, "an unbounded recursion outside its level"))
             }
+            Sub::Component => Some((Pattern { wildcard: true, specs: vec![] }, budget.clone(), true)),
         };
         let src = source_sql(&self.ctx, aid)?;
         // (entity column, value column) of the datom as seen from the pulled entity.
@@ -650,12 +1000,22 @@ impl Compiler<'_> {
         let o = format!("o{i}");
         let has_sub = sub.is_some();
         let (value, join, vty) = match sub {
-            Some((p, b)) => {
+            Some((p, b, whole)) => {
                 let sub_ids = self.fresh("ids");
                 self.ctes
                     .push(format!("{sub_ids} AS MATERIALIZED (SELECT DISTINCT d.{there} AS e FROM {from}{filter})"));
-                let (node, ty) = self.node(&p, &sub_ids, &b)?;
-                ("s.pull".to_string(), format!(" LEFT JOIN {node} AS s ON s.e = d.{there}"), ty)
+                let level = if whole {
+                    let specs = self.expand(&p);
+                    self.rec_node(&p, &specs, &sub_ids, &b)?
+                } else {
+                    self.node(&p, &sub_ids, &b)?
+                };
+                let (value, ty) = if whole {
+                    ("CAST(s.j AS JSON)".to_string(), "JSON".to_string())
+                } else {
+                    ("s.pull".into(), level.ty)
+                };
+                (value, format!(" LEFT JOIN {} AS s ON s.e = d.{there}", level.cte), ty)
             }
             None if is_ref || reverse => (format!("{{'db/id': d.{there}}}"), String::new(), DB_ID_TYPE.to_string()),
             None => ("d.v".to_string(), String::new(), attr.value_type.sql_type().to_string()),
@@ -761,26 +1121,49 @@ mod tests {
     }
 
     #[test]
-    fn recursion_is_bounded() {
+    fn recursion_numeric_is_typed_and_unbounded_is_json() {
         let c = compile("[:user/name {:user/friend 2}]").unwrap();
         assert_eq!(
             c.sql_type,
             "STRUCT(\"user/name\" VARCHAR, \"user/friend\" STRUCT(\"user/name\" VARCHAR, \"user/friend\" \
              STRUCT(\"user/name\" VARCHAR, \"user/friend\" STRUCT(\"db/id\" BIGINT))))"
         );
+        // `...` has no static depth: the recursive field is JSON (a LIST of JSON for cardinality-many)
         let c = compile("[:user/name {:user/friend ...}]").unwrap();
-        assert_eq!(c.sql_type.matches("user/friend").count(), MAX_DEPTH + 1);
+        assert_eq!(c.sql_type, "STRUCT(\"user/name\" VARCHAR, \"user/friend\" JSON)");
+        assert!(c.one_sql().contains("WITH RECURSIVE"));
+        let c = compile("[{:issue/label ...} :db/id]").unwrap();
+        assert_eq!(c.sql_type, "STRUCT(\"issue/label\" JSON[], \"db/id\" BIGINT)");
     }
 
     #[test]
     fn wildcard_expands_schema_and_components() {
         let c = compile("[*]").unwrap();
-        assert!(c.sql_type.starts_with("STRUCT(\"db/id\" BIGINT, \"user/email\" VARCHAR"), "{}", c.sql_type);
-        assert!(!c.sql_type.contains("db/ident"));
-        // the component is pulled with [*] again, MAX_DEPTH levels
-        assert_eq!(c.sql_type.matches("\"comment/text\"").count(), MAX_DEPTH + 1);
+        // with nothing known of the entities: every attribute by entid, the bootstrap ones first
+        assert!(c.sql_type.starts_with("STRUCT(\"db/id\" BIGINT, \"db/ident\" VARCHAR"), "{}", c.sql_type);
+        // a component is pulled whole, as JSON
+        assert!(c.sql_type.contains("\"issue/comment\" JSON[]"), "{}", c.sql_type);
+        assert!(c.held_one_sql().is_some());
         let c = compile("[* {:issue/assignee [:user/name]}]").unwrap();
         assert!(c.sql_type.contains("\"issue/assignee\" STRUCT(\"user/name\" VARCHAR)"), "{}", c.sql_type);
+        assert!(compile("[:user/name]").unwrap().held_one_sql().is_none());
+        // typed from the held attributes
+        let (s, store) = (schema(), StoreName::parse("mentat").unwrap());
+        let v = parse_edn("[*]", "t").unwrap();
+        let c = compile_pull_held(&v, &s, &store, &QueryOptions::default(), Some(&[102, 1])).unwrap();
+        assert_eq!(c.sql_type, "STRUCT(\"db/id\" BIGINT, \"db/ident\" VARCHAR, \"issue/title\" VARCHAR)");
+    }
+
+    #[test]
+    fn components_whole_and_reverse_component_single() {
+        let c = compile("[:issue/title :issue/comment]").unwrap();
+        assert_eq!(c.sql_type, "STRUCT(\"issue/title\" VARCHAR, \"issue/comment\" JSON[])");
+        let c = compile("[:comment/text :issue/_comment {:issue/_assignee [:issue/title]}]").unwrap();
+        assert_eq!(
+            c.sql_type,
+            "STRUCT(\"comment/text\" VARCHAR, \"issue/_comment\" STRUCT(\"db/id\" BIGINT), \
+             \"issue/_assignee\" STRUCT(\"issue/title\" VARCHAR)[])"
+        );
     }
 
     #[test]

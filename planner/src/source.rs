@@ -56,11 +56,21 @@ pub struct Ctx<'a> {
     pub rules: Option<&'a crate::rules::RuleSet>,
     /// The recursive components being compiled (innermost last): rule calls into them read their CTE.
     pub(crate) rule_frames: std::cell::RefCell<Vec<crate::rules::RuleFrame>>,
+    /// The attributes `*` expands to in `(pull ?e pattern)` find elements (see [`crate::compile_query_held`]).
+    pub pull_held: Option<&'a [Entid]>,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(schema: &'a Schema, store: &'a StoreName, opts: &'a QueryOptions) -> Ctx<'a> {
-        Ctx { schema, store, opts, next_alias: Cell::new(0), rules: None, rule_frames: Default::default() }
+        Ctx {
+            schema,
+            store,
+            opts,
+            next_alias: Cell::new(0),
+            rules: None,
+            rule_frames: Default::default(),
+            pull_held: None,
+        }
     }
 
     /// The same context with a rule set.

@@ -996,6 +996,23 @@ pub enum Pulled {
     Many(Vec<Key>),
 }
 
+/// The attributes of `specs` (forward ones) of which entity `e` holds a datom in the index: what types a
+/// wildcard's STRUCT (`planner::pull::compile_pull_held`). Attributes the index does not hold are left out.
+pub fn held(snap: &Snapshot, specs: &[planner::pull::Spec], e: i64, out: &mut Vec<Entid>) {
+    let mut values = Vec::new();
+    for s in specs {
+        if let planner::pull::Target::Forward(a) = s.target {
+            if let Some(ix) = snap.attr(a) {
+                values.clear();
+                ix.values(e, None, &mut values);
+                if !values.is_empty() && !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+        }
+    }
+}
+
 /// Datomic's pull of entity `e` with the flat `specs` of `planner::pull::flat_fields`, from the index: one
 /// [`Pulled`] per spec, or None (a NULL STRUCT, Datomic's nil) when the entity has none of the pattern's
 /// attributes and the pattern neither asks for `:db/id` nor gives a `:default`. Cardinality-many values are ordered by value and cut at

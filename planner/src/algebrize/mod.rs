@@ -412,7 +412,7 @@ impl Scope {
                 let v = if cast { Expr::col(&d, "v").cast("VARCHAR") } else { Expr::col(&d, "v") };
                 let mut items = vec![
                     (Expr::col(&d, "e"), Some("e".to_string())),
-                    (Expr::int(a.entid), Some("a".into())),
+                    (Expr::int(a.entid).cast("BIGINT"), Some("a".into())),
                     (v, Some("v".into())),
                     (Expr::col(&d, "tx"), Some("tx".into())),
                 ];

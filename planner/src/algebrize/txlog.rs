@@ -116,7 +116,7 @@ impl Scope {
             ] {
                 let items = vec![
                     (Expr::col(&d, "e"), Some("e".to_string())),
-                    (Expr::int(a.entid), Some("a".to_string())),
+                    (Expr::int(a.entid).cast("BIGINT"), Some("a".to_string())),
                     (v.clone(), Some("v".to_string())),
                     (Expr::col(&d, tx_col), Some("tx".to_string())),
                     (Expr::bool(added), Some("added".to_string())),
