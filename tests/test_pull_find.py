@@ -87,6 +87,19 @@ def test_nested_reverse_wildcard_components(db):
     assert got == {"issue/title": "typo", "issue/priority": 0, "issue/label": None}
 
 
+def test_pattern_input(db):
+    """Datomic's pattern input: a pull pattern given in the inputs, named by a plain symbol in :in."""
+    con, ids = db
+    query = "[:find (pull ?e pattern) . :in $ pattern ?email :where [?e :user/email ?email]]"
+    assert q(con, query, '[[:user/name] "bob@x"]') == [({"user/name": "Bob"},)]
+    assert q(con, query, '[[:db/id {:user/manager [:user/name]}] "cat@x"]') == [
+        ({"db/id": ids["cat"], "user/manager": {"user/name": "Bob"}},)]
+    with pytest.raises(duckdb.Error, match="not an :in binding"):
+        q(con, "[:find (pull ?e pat) . :in $ ?email :where [?e :user/email ?email]]", '["bob@x"]')
+    with pytest.raises(duckdb.Error, match="pull pattern"):
+        q(con, query, '[:user/name "bob@x"]')
+
+
 def test_inputs_and_arrow(db):
     con, ids = db
     got = q(con, "[:find (pull ?e [:user/name]) :in $ [?e ...]]", f"[[{ids['ann']} {ids['cat']}]]")

@@ -407,6 +407,79 @@ def test_keyword_constants(db):
 
 # ---------------------------------------------------------------------------------------------------- ordering
 
+def test_keywords_order_as_clojure_orders_them(db):
+    """Datomic orders keywords as Clojure compares them: without a namespace first, then by namespace, then by
+    name. As text ":a-/b" < ":a/b" ("-" is 0x2d, "/" is 0x2f); as keywords :a/b < :a-/b (namespace "a" < "a-")."""
+    kws = "[[:a-/b :a/b :b :a/a :zz]]"
+    ordered = [":b", ":zz", ":a/a", ":a/b", ":a-/b"]
+    assert q(db, "[:find (min ?x) (max ?x) :in [?x ...]]", kws) == [(":b", ":a-/b")]
+    assert q(db, "[:find (min 2 ?x) (max 2 ?x) :in [?x ...]]", kws) == [([":b", ":zz"], [":a-/b", ":a/b"])]
+    assert [r[0] for r in q(db, "[:find ?x :in [?x ...] :order ?x]", kws)] == ordered
+    assert [r[0] for r in q(db, "[:find ?x :in [?x ...] :order (desc ?x)]", kws)] == ordered[::-1]
+    # comparisons too, with a constant or between variables
+    assert sorted(r[0] for r in q(db, "[:find ?x :in [?x ...] :where [(< ?x :a/z)]]", kws)) == [":a/a", ":a/b", ":b",
+                                                                                                ":zz"]
+    got = q(db, "[:find ?x ?y :in [?x ...] [?y ...] :where [(< ?x ?y)]]", "[[:a/b] [:a-/b]]")
+    assert got == [(":a/b", ":a-/b")]
+    # and keyword attribute values the same way
+    assert q(db, "[:find (max ?s) . :where [_ :person/status ?s]]") == q(
+        db, "[:find ?s . :where [_ :person/status ?s] [(= ?s :status/away)]]")
+
+
+def test_vectors_are_tuples_unless_an_entity_is_meant(db):
+    """A vector is a lookup ref only where it names an attribute and an entity is expected; elsewhere (ground,
+    identity, tuple inputs) it is a tuple, as in Datomic."""
+    assert q(db, "[:find ?a ?c :in ?in :where [(ground ?in) [?a _ ?c]]]", "[[:a :b :c]]") == [(":a", ":c")]
+    assert q(db, "[:find ?n ?x :where [(identity [3 4]) [?n ?x]]]") == [(3, 4)]
+    assert q(db, '[:find ?n ?s :where [(ground [3 "x"]) [?n ?s]]]') == [(3, "x")]
+    got = q(db, "[:find ?a ?b :in [?t ...] :where [(untuple ?t) [?a ?b]]]", "[[[1 2] [3 4]]]")
+    assert sorted(got) == [(1, 2), (3, 4)]
+    got = q(db, "[:find ?t :in ?t]", "[[1 \"a\"]]")
+    assert got == [({"f0": 1, "f1": "a"},)]
+    # a lookup ref in an entity position still names the entity
+    assert q(db, "[:find ?age . :in $ ?p :where [?p :person/age ?age]]", '[[:person/name "bob"]]') == [(25,)]
+    with pytest.raises(duckdb.Error, match="not unique"):
+        q(db, "[:find ?age . :in $ ?p :where [?p :person/age ?age]]", "[[:person/age 25]]")
+
+
+def test_queries_without_a_store(con):
+    """A query that reads no database answers on a fresh connection, and a store that was never written answers as
+    Datomic's empty database (its bootstrap schema only); neither creates anything."""
+    assert q(con, "[:find (sum ?h) . :with ?m :in [[?m ?h]]]", "[[[1 10] [2 10] [3 5]]]") == [(25,)]
+    assert q(con, "[:find ?x ?y :in [[?x ?y]] :where [(< ?x ?y)]]", "[[[1 2] [3 1]]]") == [(1, 2)]
+    # the bootstrap schema: :db/ident is entid 1, of value type keyword; :db.part/user is an ident
+    assert q(con, "[:find ?e . :where [?e :db/ident :db/ident]]") == [(1,)]
+    assert q(con, "[:find ?v . :where [:db/ident :db/valueType ?t] [?t :db/ident ?v]]") == [(":db.type/keyword",)]
+    assert q(con, "[:find ?e . :where [?e :db/ident :db.part/user]]") != []
+    # nothing is asserted by anyone, and the bootstrap transaction is the only one
+    assert q(con, "[:find (count ?tx) . :where [?tx :db/txInstant _]]") == [(1,)]
+    assert con.execute("SELECT pull FROM mentat_pull('[:db/ident :db/cardinality]', ':db/txInstant')").fetchall() == [
+        ({"db/ident": ":db/txInstant", "db/cardinality": {"db/id": 23}},)]
+    assert con.execute("SELECT count(*) FROM mentat_datoms('aevt', a := ':db/ident')").fetchall()[0][0] > 9
+    # an attribute the empty database lacks is still an error
+    with pytest.raises(duckdb.Error, match="unknown attribute"):
+        q(con, "[:find ?e :where [?e :person/name _]]")
+    assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'mentat'").fetchall() == [(0,)]
+    # the first transaction creates the store; the same query then reads it
+    transact(con, "[{:db/ident :p/n :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]")
+    assert q(con, "[:find (count ?tx) . :where [?tx :db/txInstant _]]") == [(2,)]
+
+
+def test_partial_inst_literals(db):
+    """Clojure's reader (and so Datomic) takes #inst in partial forms: missing parts are the start of the period,
+    a missing offset is UTC."""
+    born = "[:find ?n :in $ ?t :where [?p :person/born ?b] [(< ?b ?t)] [?p :person/name ?n]]"
+    assert sorted(q(db, born, '[#inst "1990"]')) == [("carol",)]
+    assert sorted(q(db, born, '[#inst "1990-01-01T00:00:01"]')) == [("alice",), ("carol",)]
+    got = q(db, '[:find ?n :where [?p :person/born ?b] [(>= ?b #inst "2000-12")] [?p :person/name ?n]]')
+    assert got == [("dave",)]
+    # in transaction data too (through d/with, which writes nothing: the fixture is shared)
+    got = db.execute("SELECT * FROM mentat_with(?, ?)", [
+        '[{:person/name "xavier" :person/born #inst "2021-03-04T10:30"}]',
+        '[:find ?b . :where [?p :person/name "xavier"] [?p :person/born ?b]]']).fetchall()[0][0]
+    assert got == dt.datetime(2021, 3, 4, 10, 30, tzinfo=UTC)
+
+
 def test_order_limit_offset(db):
     by_age = sorted(PEOPLE, key=lambda n: (-AGE[n], n))
     query = "[:find ?n ?a :where [?p :person/name ?n] [?p :person/age ?a] :order (desc ?a) ?n"

@@ -211,6 +211,76 @@ def test_required_bound_arguments(db):
 def test_rule_errors(db):
     with pytest.raises(duckdb.Error, match="unknown rule nope"):
         q(db, "[:find ?x :in $ % :where (nope ?x)]", PATH)
-    with pytest.raises(duckdb.Error, match="non-linear"):
-        q(db, "[:find ?x ?y :in $ % :where (tc ?x ?y)]",
-          "[[(tc ?a ?b) [?a :node/to ?b]] [(tc ?a ?b) (tc ?a ?x) (tc ?x ?b)]]")
+    # a parameter that no call binds is still an error, naming the variable
+    with pytest.raises(duckdb.Error, match=r"\?max"):
+        q(db, "[:find ?a ?b :in $ % :where (lim ?a ?b ?m)]",
+          "[[(lim ?a ?b ?max) [?a :node/to ?b] [?b :node/id ?i] [(< ?i ?max)]]"
+          " [(lim ?a ?b ?max) [?a :node/to ?y] (lim ?y ?b ?max)]]")
+
+
+# Rules that carry a caller's parameter (issue 14): a limit passed through the recursion unchanged, a constant in
+# the call, a hop budget that the body decrements. The graph: n0 -> n1 -> n2 -> n3 -> n4 along :n/edge, ages
+# n0 5, n1 10, n2 20, n3 30, n4 1. Expected answers by hand (and Datomic's semantics: the rule is evaluated with
+# the bindings its call site provides).
+LIM_SCHEMA = """[
+ {:db/ident :n/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+ {:db/ident :n/edge :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}
+ {:db/ident :n/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]"""
+REACH_LIM = """[[(reach-lim ?a ?b ?max) [?a :n/edge ?b] [?b :n/age ?x] [(< ?x ?max)]]
+                [(reach-lim ?a ?b ?max) [?a :n/edge ?y] [?y :n/age ?z] [(< ?z ?max)] (reach-lim ?y ?b ?max)]]"""
+WITHIN = """[[(within ?x ?b ?k) [(> ?k 0)] [?x :n/edge ?b]]
+             [(within ?x ?b ?k) [(> ?k 0)] [?x :n/edge ?y] [(- ?k 1) ?k2] (within ?y ?b ?k2)]]"""
+
+
+@pytest.fixture
+def chain5(con):
+    transact(con, LIM_SCHEMA)
+    ages = {0: 5, 1: 10, 2: 20, 3: 30, 4: 1}
+    nodes = " ".join(f'{{:db/id "n{i}" :n/name "n{i}" :n/age {a}}}' for i, a in ages.items())
+    edges = " ".join(f'[:db/add "n{i}" :n/edge "n{i + 1}"]' for i in range(4))
+    transact(con, f"[{nodes} {edges}]")
+    return con
+
+
+def test_recursion_with_a_caller_parameter(chain5):
+    query = ("[:find ?nm :in $ % ?start ?max :where [?s :n/name ?start] (reach-lim ?s ?b ?max) "
+             "[?b :n/name ?nm]]")
+    # from n0 under 25: n1 (10), n2 (20); n3 (30) stops the walk, so n4 (1) is not reached
+    assert sorted(q(chain5, query, REACH_LIM, '"n0"', "25")) == [("n1",), ("n2",)]
+    assert sorted(q(chain5, query, REACH_LIM, '"n0"', "100")) == [("n1",), ("n2",), ("n3",), ("n4",)]
+    assert q(chain5, query, REACH_LIM, '"n0"', "7") == []
+    # a constant in the call
+    const = ("[:find ?nm :in $ % ?start :where [?s :n/name ?start] (reach-lim ?s ?b 100) [?b :n/name ?nm]]")
+    assert sorted(q(chain5, const, REACH_LIM, '"n1"')) == [("n2",), ("n3",), ("n4",)]
+
+
+def test_recursion_with_a_decremented_budget(chain5):
+    query = "[:find ?nm :in $ % ?start ?k :where [?s :n/name ?start] (within ?s ?b ?k) [?b :n/name ?nm]]"
+    assert sorted(q(chain5, query, WITHIN, '"n0"', "3")) == [("n1",), ("n2",), ("n3",)]
+    assert sorted(q(chain5, query, WITHIN, '"n2"', "1")) == [("n3",)]
+    assert q(chain5, query, WITHIN, '"n0"', "0") == []
+    # every start at once: the pairs within two hops
+    pairs = "[:find ?a ?b :in $ % :where [?s :n/name ?a] (within ?s ?t 2) [?t :n/name ?b]]"
+    assert sorted(q(chain5, pairs, WITHIN)) == sorted(
+        (f"n{i}", f"n{j}") for i in range(5) for j in range(i + 1, min(i + 3, 5)))
+
+
+def test_non_linear_recursion(db):
+    """Two recursive calls in one body (path doubling): evaluated semi-naively in a keyed recursive CTE, the same
+    closure as the linear forms, on a graph with a cycle and on the family tree."""
+    doubling = "[[(tc ?a ?b) [?a :node/to ?b]] [(tc ?a ?b) (tc ?a ?x) (tc ?x ?b)]]"
+    got = q(db, "[:find ?x ?y :in $ % :where (tc ?a ?b) [?a :node/id ?x] [?b :node/id ?y]]", doubling)
+    assert set(got) == closure(EDGES) and len(got) == 12
+    anc2 = "[[(anc2 ?c ?a) [?c :person/parent ?a]] [(anc2 ?c ?a) (anc2 ?c ?x) (anc2 ?x ?a)]]"
+    got = q(db, "[:find ?n ?m :in $ % :where (anc2 ?p ?a) [?p :person/name ?n] [?a :person/name ?m]]", anc2)
+    assert set(got) == anc_oracle()
+    # mutual recursion where one body calls the component twice: paths of odd and even length
+    parity = """[[(odd ?a ?b) [?a :node/to ?b]]
+                 [(odd ?a ?b) (even ?a ?x) (odd ?x ?b)]
+                 [(even ?a ?b) (odd ?a ?x) (odd ?x ?b)]]"""
+    odd, even = parity_paths(EDGES)
+    got = q(db, "[:find ?x ?y :in $ % :where (odd ?a ?b) [?a :node/id ?x] [?b :node/id ?y]]", parity)
+    assert set(got) == odd
+    got = q(db, "[:find ?x ?y :in $ % :where (even ?a ?b) [?a :node/id ?x] [?b :node/id ?y]]", parity)
+    assert set(got) == even
+    assert "USING KEY" in sql(db, "[:find ?a ?b :in $ % :where (tc ?a ?b)]", doubling)

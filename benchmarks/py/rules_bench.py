@@ -31,6 +31,14 @@ RULES = """[[(tc ?a ?b) [?a :node/to ?b]] [(tc ?a ?b) (tc ?a ?x) [?x :node/to ?b
 # Right-linear, the Datomic-docs shape: seeding a closes the first position first (factoring).
 RULES_RIGHT = """[[(tc ?a ?b) [?a :node/to ?b]] [(tc ?a ?b) [?a :node/to ?x] (tc ?x ?b)]]"""
 
+# Non-linear (path doubling): two recursive calls in one body, a keyed recursive CTE evaluated semi-naively.
+RULES_DOUBLING = """[[(tc ?a ?b) [?a :node/to ?b]] [(tc ?a ?b) (tc ?a ?x) (tc ?x ?b)]]"""
+# Parameterised: a limit passed through the recursion unchanged, and a hop budget the body decrements.
+RULES_LIMIT = """[[(lim ?a ?b ?max) [?a :node/to ?b] [?b :node/id ?i] [(< ?i ?max)]]
+                 [(lim ?a ?b ?max) [?a :node/to ?y] [?y :node/id ?j] [(< ?j ?max)] (lim ?y ?b ?max)]]"""
+RULES_HOPS = """[[(hops ?a ?b ?k) [(> ?k 0)] [?a :node/to ?b]]
+                [(hops ?a ?b ?k) [(> ?k 0)] [?a :node/to ?y] [(- ?k 1) ?k2] (hops ?y ?b ?k2)]]"""
+
 PUBLISHED = {1000: {"Logica/DuckDB": 1.7, "Souffle": 0.6}, 3000: {"Logica/DuckDB": 4.5, "Souffle": 3.6}}
 
 
@@ -121,8 +129,8 @@ def main():
         load_s = time.perf_counter() - t
         print(f"\ng{n // 1000}k: {n} nodes, {len(edges)} edges (loaded in {load_s:.1f} s)")
         full_q = "[:find ?a ?b :in $ % :where (tc ?a ?b)]"
-        for name, rules in [("left-linear", RULES), ("right-linear", RULES_RIGHT)]:
-            secs, count = timed(con, full_q, f"[{rules}]")
+        for name, rules in [("left-linear", RULES), ("right-linear", RULES_RIGHT), ("doubling", RULES_DOUBLING)]:
+            secs, count = timed(con, full_q, f"[{rules}]", runs=1 if name == "doubling" else 3)
             print(f"  mentat full closure ({name:12}) {secs:7.2f} s   {count:>10,} pairs")
         for sys_name, s in PUBLISHED.get(n, {}).items():
             print(f"  published {sys_name:29} {s:7.2f} s   (32 vCPUs)")
@@ -139,6 +147,16 @@ def main():
             u_secs, u_count = timed(con, unseeded, f"[{rules}]")
             print(f"  reachable from one node ({name:12}) seeded {s_secs:6.3f} s ({s_count} nodes), "
                   f"unseeded {u_secs:6.3f} s ({u_count} nodes)")
+        # parameterised shapes from the same node: under a limit on :node/id (half the nodes), and within 3 hops
+        lim_q = "[:find ?b :in $ % ?a ?max :where (lim ?a ?b ?max)]"
+        secs, count = timed(con, lim_q, f"[{RULES_LIMIT} [:node/id 7] {n // 2}]")
+        print(f"  reachable under a limit (parameter)    seeded {secs:6.3f} s ({count} nodes)")
+        hop_q = "[:find ?b :in $ % ?a ?k :where (hops ?a ?b ?k)]"
+        secs, count = timed(con, hop_q, f"[{RULES_HOPS} [:node/id 7] 3]")
+        print(f"  within 3 hops (decremented budget)     seeded {secs:6.3f} s ({count} nodes)")
+        every = "[:find ?a ?b :in $ % :where [?a :node/id ?i] [(< ?i 100)] (hops ?a ?b 2)]"
+        secs, count = timed(con, every, f"[{RULES_HOPS}]")
+        print(f"  within 2 hops of 100 nodes (caller's relation seeds) {secs:6.3f} s ({count} pairs)")
         con.close()
 
 

@@ -17,7 +17,7 @@
 //! The statement is one SQL statement over the store's tables, streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_statement, finish_bind, full_text, is_integer, named, read_options, register_streaming, store_schema,
+    bind_statement, finish_bind, full_text, is_integer, named, read_options, read_schema, register_streaming,
     value_text, Bound, Param, READ_OPTIONS,
 };
 use crate::Instance;
@@ -63,13 +63,13 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let index_text = if ffi::duckdb_is_null_value(index) { None } else { Some(value_text(index)) };
     ffi::duckdb_destroy_value(&mut index);
     let index = Index::parse(&index_text.ok_or("mentat_datoms: the index is NULL")?).map_err(|e| e.to_string())?;
-    let (caller, store, opts) = read_options(info, instance)?;
+    let (caller, store, mut opts) = read_options(info, instance)?;
     let components = Components {
         e: component(instance, info, c"e")?,
         a: component(instance, info, c"a")?,
         v: component(instance, info, c"v")?,
     };
-    let schema = store_schema(instance, &store)?;
+    let schema = read_schema(instance, &store, &mut opts)?;
     let sql = datoms_sql(index, &components, &schema, &store, &opts).map_err(|e| e.to_string())?;
     bind_statement(info, instance, &caller, &sql, &["e", "a", "v", "tx", "added"], &[])
 }

@@ -21,7 +21,7 @@
 //! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_answer, bind_statement, finish_bind, is_integer, read_options, register_streaming, store_schema, value_text,
+    bind_answer, bind_statement, finish_bind, is_integer, read_options, read_schema, register_streaming, value_text,
     Bound, Param, READ_OPTIONS,
 };
 use crate::Instance;
@@ -54,8 +54,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let pattern = value_text(pattern.0);
     let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
-    let (caller, store, opts) = read_options(info, &extra.instance)?;
-    let schema = store_schema(&extra.instance, &store)?;
+    let (caller, store, mut opts) = read_options(info, &extra.instance)?;
+    let schema = read_schema(&extra.instance, &store, &mut opts)?;
     // compiled only when a statement is needed: a pattern the entity path has seen was compiled on its first call
     let compile_held = |held: Option<&[i64]>| {
         let v = planner::parse::parse_edn(&pattern, "pull pattern").map_err(|e| e.to_string())?;
@@ -77,7 +77,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
     // The entity path: a flat pattern of entids (or idents), pulled from the store's entity index.
-    if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql) {
+    if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql).filter(|_| !opts.empty) {
         let key = PullKey { pattern: &pattern, many: extra.many, held: None };
         let shape = pull_shape(instance, &caller, &store, &schema, &key, &opts, &compile_held)?;
         if let Some((shape, specs)) = shape.as_ref().and_then(|s| Some((s, s.specs.as_ref()?))) {

@@ -328,11 +328,12 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         None => None,
     };
-    let (caller, store_name, opts) = read_options(info, &extra.instance)?;
-    let schema = store_schema(&extra.instance, &store_name)?;
+    let (caller, store_name, mut opts) = read_options(info, &extra.instance)?;
+    let schema = read_schema(&extra.instance, &store_name, &mut opts)?;
     let instance = &extra.instance;
-    // A query text seen before on this schema is planned for the entity path without compiling SQL.
-    let kept = instance.query_shapes.get(&store_name, &query, &schema);
+    // A query text seen before on this schema is planned for the entity path without compiling SQL (never for
+    // the empty database of a store that does not exist yet).
+    let kept = if opts.empty { None } else { instance.query_shapes.get(&store_name, &query, &schema) };
     // Whether the entity path was tried already (then the general path answers, and it is not tried again below).
     let mut tried = false;
     if let (Mode::Query, Some(shape)) = (extra.mode, &kept) {
@@ -351,7 +352,10 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         compiled = planner::compile_query_held(&query, inputs.as_deref(), &schema, &store_name, &opts, Some(&held))
             .map_err(|e| e.to_string())?;
     }
-    let shape = kept.or_else(|| crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled));
+    let shape = match opts.empty {
+        true => None,
+        false => kept.or_else(|| crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled)),
+    };
     let entity = if tried {
         None
     } else {
@@ -664,17 +668,29 @@ pub(crate) unsafe fn read_options(
         }
         None => false,
     };
-    let opts = QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history };
+    let opts =
+        QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history, empty: false };
     let store = instance.resolve(&caller, &StoreName::parse(&store)?)?;
     Ok((caller, store, opts))
 }
 
-/// The schema cache of an existing store (opened on first use; an error when it does not exist).
-pub(crate) fn store_schema(instance: &Instance, store: &StoreName) -> Result<Arc<planner::schema::Schema>, String> {
+/// The schema cache of a store for a read, or, for a store of the default database that does not exist yet, the
+/// bootstrap schema with `opts.empty` set: the read answers against the empty database, as Datomic answers a
+/// new database, and creates nothing (the store is created by its first transaction). An attribute outside the
+/// bootstrap schema is then an unknown attribute, as before.
+pub(crate) fn read_schema(
+    instance: &Instance,
+    store: &StoreName,
+    opts: &mut QueryOptions,
+) -> Result<Arc<planner::schema::Schema>, String> {
     if let Some(open) = instance.stores.get(store) {
         return Ok(open.schema());
     }
     let conn = instance.pool.get()?;
+    if store.catalog.is_none() && !storage::store::store_exists(&conn, store).map_err(|e| e.to_string())? {
+        opts.empty = true;
+        return Ok(Arc::new(planner::layout::bootstrap_schema()));
+    }
     Ok(instance.stores.open(&conn, store, false).map_err(|e| e.to_string())?.schema())
 }
 

@@ -68,12 +68,15 @@ unsafe fn execute_inner(
         let inputs = column(1).and_then(|v| text(v, row));
         let store = column(2).and_then(|v| text(v, row));
         let name = instance.resolve(caller, &StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?)?;
-        let schema = crate::query::store_schema(instance, &name)?;
-        let compiled = planner::compile_query(&query, inputs.as_deref(), &schema, &name, &Default::default())
-            .map_err(|e| e.to_string())?;
-        let opts = planner::QueryOptions::default();
-        let entity = crate::entity::shape_of(instance, &name, &query, &schema, &compiled)
-            .and_then(|shape| crate::entity::plan(instance, &shape, inputs.as_deref(), &schema, &name, &opts));
+        let mut opts = planner::QueryOptions::default();
+        let schema = crate::query::read_schema(instance, &name, &mut opts)?;
+        let compiled =
+            planner::compile_query(&query, inputs.as_deref(), &schema, &name, &opts).map_err(|e| e.to_string())?;
+        let entity = match opts.empty {
+            true => None,
+            false => crate::entity::shape_of(instance, &name, &query, &schema, &compiled)
+                .and_then(|shape| crate::entity::plan(instance, &shape, inputs.as_deref(), &schema, &name, &opts)),
+        };
         // mentat_q answers this query from the entity index when it can; the comment says so (the statement
         // itself is the general path, which `query()` runs)
         let sql = match entity {

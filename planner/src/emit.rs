@@ -18,7 +18,7 @@ use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
 use crate::pull::{compile_pull_held, CompiledPull};
 use crate::source::Ctx;
 use crate::sql::{BinOp, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
-use crate::types::{Constant, Ty};
+use crate::types::{keyword_order, Constant, Ty};
 use crate::{CompiledQuery, FindKind, OutputColumn};
 
 /// Builds the statement for a query over its algebra.
@@ -134,8 +134,15 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     }
     // Ordering by a constant is a no-op, and DuckDB reads an integer literal in ORDER BY as a column position
     // (and rejects other literals): leave constants out.
-    select.order_by =
-        query.order.iter().map(|o| (lookup(&o.var).expr, o.descending)).filter(|(e, _)| !is_literal(e)).collect();
+    select.order_by = query
+        .order
+        .iter()
+        .map(|o| {
+            let t = lookup(&o.var);
+            (if t.ty.is_keyword() { keyword_order(t.expr) } else { t.expr }, o.descending)
+        })
+        .filter(|(e, _)| !is_literal(e))
+        .collect();
     select.limit = bound(alg, query.limit.as_ref())?;
     select.offset = bound(alg, query.offset.as_ref())?;
     let find = match &query.find {
@@ -291,6 +298,17 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
                 _ => "stddev_pop",
             };
             (agg(func, false, vec![x.expr.cast("DOUBLE")]), Ty::DOUBLE)
+        }
+        // keywords by Clojure's keyword order, not as text
+        ("min" | "max", None) if x.ty.is_keyword() => {
+            let func = if a.func == "min" { "arg_min" } else { "arg_max" };
+            let key = keyword_order(x.expr.clone());
+            (agg(func, false, vec![x.expr, key]), x.ty)
+        }
+        ("min" | "max", Some(n)) if x.ty.is_keyword() => {
+            let func = if a.func == "min" { "arg_min" } else { "arg_max" };
+            let key = keyword_order(x.expr.clone());
+            (agg(func, false, vec![x.expr, key, Expr::int(n)]), list)
         }
         ("min" | "max", None) => {
             let func = if a.func == "min" { "min" } else { "max" };

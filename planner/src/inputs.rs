@@ -17,6 +17,8 @@ pub struct Inputs {
     pub scalars: Vec<(Var, Constant)>,
     pub collections: Vec<(Var, Vec<Constant>)>,
     pub relations: Vec<RelationInput>,
+    /// Pull patterns given as inputs, by the plain symbol that names them in `:in`.
+    pub patterns: Vec<(String, Value)>,
 }
 
 /// The rows of a relation input; `None` columns were `_`.
@@ -53,7 +55,8 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             }
             // The rule set's input is read by `crate::rules::from_inputs`.
             InBinding::Rules => bindings.push(None),
-            InBinding::Bind(b) => bindings.push(Some(b)),
+            InBinding::Bind(b) => bindings.push(Some(Ok(b))),
+            InBinding::Pattern(name) => bindings.push(Some(Err(name))),
         }
     }
     if sources > 1 {
@@ -64,7 +67,14 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
     }
     let mut out = Inputs::default();
     for (b, v) in bindings.into_iter().zip(&values) {
-        let Some(b) = b else { continue };
+        let b = match b {
+            None => continue,
+            Some(Err(name)) => {
+                out.patterns.push((name.clone(), v.clone()));
+                continue;
+            }
+            Some(Ok(b)) => b,
+        };
         match b {
             Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
             Binding::Tuple(vars) => {

@@ -94,6 +94,59 @@ pub fn bootstrap_schema() -> Schema {
     s
 }
 
+/// A value of a bootstrap datom ([`bootstrap_datoms`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum BootValue {
+    /// An entid (refs) .
+    Ref(Entid),
+    /// A keyword, as text with its colon.
+    Keyword(String),
+    Bool(bool),
+    /// The bootstrap transaction's `:db/txInstant`: 1970-01-01T00:00:00Z.
+    Epoch,
+}
+
+impl BootValue {
+    /// The value as a DuckDB literal.
+    pub fn sql(&self) -> String {
+        match self {
+            BootValue::Ref(e) => e.to_string(),
+            BootValue::Keyword(k) => quote_str(k),
+            BootValue::Bool(b) => b.to_string(),
+            BootValue::Epoch => "make_timestamptz(0::BIGINT)".into(),
+        }
+    }
+}
+
+/// The datoms of the bootstrap transaction (tx [`PART_TX_START`], at 1970-01-01) that every store starts with, as
+/// `(attribute, entity, value)`: every ident of [`bootstrap_schema`], every bootstrap attribute's value type,
+/// cardinality, uniqueness and index flag, and the transaction's `:db/txInstant`. Written by the store's creation
+/// and read as the empty database by a query against a store that does not exist yet.
+pub fn bootstrap_datoms() -> Vec<(Entid, Entid, BootValue)> {
+    let boot = bootstrap_schema();
+    let mut out = Vec::new();
+    for (ident, e) in boot.idents() {
+        out.push((DB_IDENT, e, BootValue::Keyword(ident.to_string())));
+    }
+    for a in boot.attributes() {
+        out.push((DB_VALUE_TYPE, a.entid, BootValue::Ref(value_type_entid(a.value_type))));
+        let card = if a.many { DB_CARDINALITY_MANY } else { DB_CARDINALITY_ONE };
+        out.push((DB_CARDINALITY, a.entid, BootValue::Ref(card)));
+        if let Some(u) = a.unique {
+            let u = match u {
+                Unique::Value => DB_UNIQUE_VALUE,
+                Unique::Identity => DB_UNIQUE_IDENTITY,
+            };
+            out.push((DB_UNIQUE, a.entid, BootValue::Ref(u)));
+        }
+        if a.index {
+            out.push((DB_INDEX, a.entid, BootValue::Bool(true)));
+        }
+    }
+    out.push((DB_TX_INSTANT, PART_TX_START, BootValue::Epoch));
+    out
+}
+
 /// Quotes an SQL identifier for DuckDB: wrapped in double quotes, inner quotes doubled.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))

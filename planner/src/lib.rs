@@ -116,6 +116,17 @@ pub fn compile_query_held(
     let mut ctx = Ctx::new(schema, store, opts).with_rules(rules.as_ref());
     ctx.pull_held = held;
     let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
+    // a pull pattern given as an input replaces its name in `(pull ?e pattern)`
+    let mut query = query;
+    for elem in query.find.elements_mut() {
+        if let parse::FindElem::Pull { pattern: p @ edn_format::Value::Symbol(_), form, .. } = elem {
+            let name = parse::show_symbol(p);
+            match inputs.patterns.iter().find(|(n, _)| *n == name) {
+                Some((_, v)) => *p = v.clone(),
+                None => return Err(PlanError::syntax(form, format!("the pull pattern {name} is not an :in binding"))),
+            }
+        }
+    }
     let alg = algebrize::algebrize(&ctx, &query.where_clauses, &inputs)?;
     emit::emit(&ctx, &query, &alg)
 }

@@ -69,6 +69,25 @@ impl FindSpec {
             FindSpec::Scalar(e) | FindSpec::Collection(e) => vec![e],
         }
     }
+
+    /// The find elements in order, to change.
+    pub fn elements_mut(&mut self) -> Vec<&mut FindElem> {
+        match self {
+            FindSpec::Relation(v) | FindSpec::Tuple(v) => v.iter_mut().collect(),
+            FindSpec::Scalar(e) | FindSpec::Collection(e) => vec![e],
+        }
+    }
+}
+
+/// The text of a symbol (`pattern`, `ns/name`); other values as EDN.
+pub fn show_symbol(v: &Value) -> String {
+    match v {
+        Value::Symbol(s) => match s.namespace() {
+            Some(ns) => format!("{ns}/{}", s.name()),
+            None => s.name().to_string(),
+        },
+        other => crate::error::show(other),
+    }
 }
 
 /// One element of a find spec.
@@ -126,6 +145,9 @@ pub enum InBinding {
     Rules,
     /// A value bound by the inputs vector.
     Bind(Binding),
+    /// A plain symbol (`pattern`): a pull pattern given as an input, named in `(pull ?e pattern)` (Datomic's
+    /// pattern input).
+    Pattern(String),
 }
 
 /// A binding form, shared by `:in` and function clauses. `None` elements are `_`.
@@ -281,14 +303,134 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
     })
 }
 
-/// Parses EDN text, mapping parser errors to [`PlanError::Edn`].
+/// Parses EDN text, mapping parser errors to [`PlanError::Edn`]. `#inst` literals may be partial, as Clojure's
+/// reader takes them (see [`read_edn`]).
 pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
-    edn_format::parse_str(text).map_err(|e| PlanError::Edn {
+    read_edn(text).map_err(|e| PlanError::Edn {
         what,
         // edn-format counts lines in `col` and characters within a line in `row`.
         message: format!("line {}, column {}: {:?}", e.col, e.row, e.error),
         form: text.chars().take(200).collect(),
     })
+}
+
+/// Reads EDN text with `edn-format`, after completing partial `#inst` literals ([`complete_insts`]).
+pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
+    edn_format::parse_str(&complete_insts(text))
+}
+
+/// Completes the partial `#inst` forms that Clojure's reader (and so Datomic) accepts, which `edn-format` refuses
+/// (it takes RFC 3339 with seconds and an offset only): `#inst "2021"`, `"2021-03"`, `"2021-03-04"`,
+/// `"2021-03-04T10"`, `"2021-03-04T10:30"`, each with an optional fraction of seconds and offset. Missing parts
+/// are the start of the period (month and day 1, time 00:00:00) and a missing offset is UTC, as in Clojure's
+/// `clojure.instant/read-instant-date`. Text inside strings, character literals and comments is left alone, as
+/// is any `#inst` string that is already complete or that no partial form matches (the reader then reports it).
+pub fn complete_insts(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("#inst") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        match c {
+            '"' => {
+                out.push(c);
+                while let Some((_, c)) = it.next() {
+                    out.push(c);
+                    match c {
+                        '\\' => {
+                            if let Some((_, e)) = it.next() {
+                                out.push(e);
+                            }
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            ';' => {
+                out.push(c);
+                for (_, c) in it.by_ref() {
+                    out.push(c);
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '\\' => {
+                out.push(c);
+                if let Some((_, e)) = it.next() {
+                    out.push(e);
+                }
+            }
+            '#' if text[i..].starts_with("#inst") => {
+                // `#inst`, separators, then a string literal without escapes
+                let rest = &text[i + 5..];
+                let skip = rest.len() - rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',').len();
+                let lit = &rest[skip..];
+                let end = lit.strip_prefix('"').and_then(|l| l.find(['"', '\\']).filter(|&e| l[e..].starts_with('"')));
+                match end.and_then(|e| full_instant(&lit[1..1 + e]).map(|full| (e, full))) {
+                    Some((e, full)) => {
+                        out.push_str("#inst \"");
+                        out.push_str(&full);
+                        out.push('"');
+                        let consumed = i + 5 + skip + e + 2;
+                        while it.peek().is_some_and(|(j, _)| *j < consumed) {
+                            it.next();
+                        }
+                    }
+                    None => out.push(c),
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `yyyy[-mm[-dd[Thh[:mm[:ss[.fff]]]]]][Z|(+|-)hh:mm]` as RFC 3339 with every part; None when `s` is already
+/// complete or is not of that form.
+fn full_instant(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let digits = |at: usize, n: usize| -> Option<&str> {
+        let part = s.get(at..at + n)?;
+        part.bytes().all(|d| d.is_ascii_digit()).then_some(part)
+    };
+    let year = digits(0, 4)?;
+    let mut at = 4;
+    let mut parts = [year, "01", "01", "00", "00", "00"];
+    for (k, sep) in [b'-', b'-', b'T', b':', b':'].iter().enumerate() {
+        if b.get(at) == Some(sep) && digits(at + 1, 2).is_some() {
+            parts[k + 1] = digits(at + 1, 2)?;
+            at += 3;
+        } else {
+            break;
+        }
+    }
+    let mut frac = "";
+    if at == 19 && b.get(at) == Some(&b'.') {
+        let n = s[at + 1..].bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        frac = &s[at..at + 1 + n];
+        at += 1 + n;
+    }
+    let offset = match &s[at..] {
+        "" => "Z",
+        "Z" | "z" => "Z",
+        o if o.len() == 6
+            && (o.starts_with('+') || o.starts_with('-'))
+            && o.as_bytes()[3] == b':'
+            && digits(at + 1, 2).is_some()
+            && digits(at + 4, 2).is_some() =>
+        {
+            o
+        }
+        _ => return None,
+    };
+    let full = format!("{}-{}-{}T{}:{}:{}{frac}{offset}", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+    (full != s).then_some(full)
 }
 
 /// Splits a query into (section keyword name, items) pairs, in order.
@@ -451,6 +593,9 @@ fn in_binding(v: &Value) -> Result<InBinding, PlanError> {
     match v {
         Value::Symbol(s) if s.name().starts_with('$') => Ok(InBinding::Source(s.name().to_string())),
         Value::Symbol(s) if s.name() == "%" => Ok(InBinding::Rules),
+        Value::Symbol(s) if s.namespace().is_none() && !s.name().starts_with('?') && s.name() != "_" => {
+            Ok(InBinding::Pattern(s.name().to_string()))
+        }
         other => binding(other).map(InBinding::Bind),
     }
 }
@@ -622,6 +767,31 @@ pub fn symbol(name: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn partial_insts_are_completed() {
+        use super::complete_insts as c;
+        assert_eq!(c(r#"[#inst "2021"]"#), r#"[#inst "2021-01-01T00:00:00Z"]"#);
+        assert_eq!(c(r#"#inst "2021-03""#), r#"#inst "2021-03-01T00:00:00Z""#);
+        assert_eq!(c(r#"#inst  "2021-03-04""#), r#"#inst "2021-03-04T00:00:00Z""#);
+        assert_eq!(c(r#"#inst "2021-03-04T10:30""#), r#"#inst "2021-03-04T10:30:00Z""#);
+        assert_eq!(c(r#"#inst "2021-03-04T10-05:00""#), r#"#inst "2021-03-04T10:00:00-05:00""#);
+        assert_eq!(c(r#"#inst "2021-03-04T10:30:05.25""#), r#"#inst "2021-03-04T10:30:05.25Z""#);
+        // complete, inside strings and comments, or malformed: unchanged
+        for t in [
+            r#"#inst "2021-03-04T10:30:05Z""#,
+            r##""#inst \"2021\"""##,
+            "; #inst \"2021\"\n1",
+            r#"#inst "21""#,
+            r#"#inst "2021-3""#,
+        ] {
+            assert_eq!(c(t), t, "{t}");
+        }
+        // a character literal \" is not the start of a string
+        assert_eq!(c(r#"[\" #inst "2021"]"#), r#"[\" #inst "2021-01-01T00:00:00Z"]"#);
+        let v = super::read_edn(r#"[#inst "2021-01-01" "x"]"#).unwrap();
+        assert_eq!(edn_format::emit_str(&v), r#"[#inst "2021-01-01T00:00:00+00:00" "x"]"#);
+    }
+
     use super::*;
 
     #[test]

@@ -44,6 +44,9 @@ pub struct QueryOptions {
     pub since: Option<TimeBound>,
     /// See every assertion and retraction; 5-place patterns bind `added`.
     pub history: bool,
+    /// Read the empty database (the bootstrap datoms of [`crate::layout::bootstrap_datoms`] only) instead of the
+    /// store's tables: the store does not exist yet, and Datomic answers such a query against an empty database.
+    pub empty: bool,
 }
 
 /// The compilation context shared by every stage: schema, store, options, and the alias counter.
@@ -95,8 +98,8 @@ impl<'a> Ctx<'a> {
     pub fn datoms(&self, aid: Entid) -> TableSource {
         let as_of = self.opts.as_of.as_ref().map(|b| self.bound(b));
         let since = self.opts.since.as_ref().map(|b| self.bound(b));
-        let current = TableSource::Table(self.store.current(aid));
-        let retracted = TableSource::Table(self.store.history(aid));
+        let current = self.current_table(aid);
+        let retracted = self.history_table(aid);
         let d = Name::new("d");
         if self.opts.history {
             let op = |table: TableSource, tx: &str, added: bool| {
@@ -128,6 +131,40 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The current datoms `(e, v, tx)` of attribute `aid`: its `cur_` table, or in the empty database
+    /// ([`QueryOptions::empty`]) its bootstrap datoms.
+    pub fn current_table(&self, aid: Entid) -> TableSource {
+        if !self.opts.empty {
+            return TableSource::Table(self.store.current(aid));
+        }
+        let ty = self.schema.attribute(aid).map_or("VARCHAR", |a| a.value_type.sql_type());
+        use crate::layout::BootValue;
+        let rows: Vec<(Entid, Expr)> = crate::layout::bootstrap_datoms()
+            .into_iter()
+            .filter(|d| d.0 == aid)
+            .map(|(_, e, v)| {
+                let v = match v {
+                    BootValue::Ref(x) => Expr::int(x),
+                    BootValue::Keyword(k) => Expr::Lit(Lit::Str(k)),
+                    BootValue::Bool(b) => Expr::bool(b),
+                    BootValue::Epoch => Expr::Lit(Lit::Typed("1970-01-01 00:00:00+00".into(), "TIMESTAMPTZ")),
+                };
+                (e, v)
+            })
+            .collect();
+        empty_relation(&["e", "v", "tx"], ty, rows)
+    }
+
+    /// The retracted datoms `(e, v, tx, retracted_tx)` of attribute `aid`: its `hist_` table, or nothing in the
+    /// empty database.
+    pub fn history_table(&self, aid: Entid) -> TableSource {
+        if !self.opts.empty {
+            return TableSource::Table(self.store.history(aid));
+        }
+        let ty = self.schema.attribute(aid).map_or("VARCHAR", |a| a.value_type.sql_type());
+        empty_relation(&["e", "v", "tx", "retracted_tx"], ty, Vec::new())
+    }
+
     /// The tx entid of a time bound.
     fn bound(&self, b: &TimeBound) -> Expr {
         match b {
@@ -136,7 +173,7 @@ impl<'a> Ctx<'a> {
                 let i = Name::new("i");
                 let q = Select {
                     items: vec![(Expr::Agg { func: "max", distinct: false, args: vec![Expr::col(&i, "e")] }, None)],
-                    from: vec![FromItem::inner(TableSource::Table(self.store.current(DB_TX_INSTANT)), &i)],
+                    from: vec![FromItem::inner(self.current_table(DB_TX_INSTANT), &i)],
                     filters: vec![Expr::bin(
                         BinOp::Le,
                         Expr::col(&i, "v"),
@@ -148,6 +185,28 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// A relation of datoms `(e BIGINT, v <ty>, tx BIGINT[, retracted_tx BIGINT])` holding `rows` (entity, value
+/// literal) of the bootstrap transaction, or none.
+fn empty_relation(cols: &[&str], ty: &str, rows: Vec<(Entid, Expr)>) -> TableSource {
+    let d = Name::new("d");
+    let typed = |c: &str| if c == "v" { ty.to_string() } else { "BIGINT".to_string() };
+    if rows.is_empty() {
+        return TableSource::Subquery(Box::new(Query::Select(Box::new(Select {
+            items: cols.iter().map(|c| (Expr::Lit(Lit::Null).cast(&typed(c)), Some(c.to_string()))).collect(),
+            filters: vec![Expr::bool(false)],
+            ..Default::default()
+        }))));
+    }
+    let tx = crate::layout::PART_TX_START;
+    let rows = rows.into_iter().map(|(e, v)| vec![Expr::int(e), v, Expr::int(tx)]).collect();
+    let values = TableSource::Values { rows, columns: vec![Name::new("e"), Name::new("v"), Name::new("tx")] };
+    TableSource::Subquery(Box::new(Query::Select(Box::new(Select {
+        items: cols.iter().map(|c| (Expr::col(&d, c).cast(&typed(c)), Some(c.to_string()))).collect(),
+        from: vec![FromItem::inner(values, &d)],
+        ..Default::default()
+    }))))
 }
 
 fn tx_window(alias: &Name, as_of: Option<Expr>, since: Option<Expr>) -> Vec<Expr> {

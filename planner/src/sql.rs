@@ -272,6 +272,9 @@ pub struct Cte {
     pub name: Name,
     pub columns: Vec<Name>,
     pub query: Query,
+    /// `USING KEY (columns)`: DuckDB's keyed recursive CTE, whose step may read the whole relation so far as
+    /// `recurring.<name>` besides the last iteration's rows as `<name>`.
+    pub using_key: bool,
 }
 
 impl Query {
@@ -335,7 +338,11 @@ impl Query {
                         out.push_str(", ");
                     }
                     let cols: Vec<&str> = c.columns.iter().map(Name::as_str).collect();
-                    let _ = write!(out, "{}({}) AS (", c.name.as_str(), cols.join(", "));
+                    let _ = write!(out, "{}({}) ", c.name.as_str(), cols.join(", "));
+                    if c.using_key {
+                        let _ = write!(out, "USING KEY ({}) ", cols.join(", "));
+                    }
+                    out.push_str("AS (");
                     newline(out, indent + 1);
                     c.query.render(out, indent + 1);
                     newline(out, indent);

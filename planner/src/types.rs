@@ -28,6 +28,30 @@ pub enum Ty {
     List(Box<Ty>),
 }
 
+/// The order key of a keyword held as text (`:ns/name` or `:name`): Clojure's and Datomic's keyword order,
+/// keywords without a namespace first, then by namespace, then by name (`:a/b` < `:a-/b`, where the text order
+/// puts `-` before `/`). A STRUCT `{h: has a namespace, n: namespace, m: name}`, compared field by field; the
+/// namespace ends at the first `/`, as Clojure's reader splits it.
+pub fn keyword_order(k: Expr) -> Expr {
+    use crate::sql::{BinOp, Name};
+    let slash = Expr::Func("strpos", vec![k.clone(), Expr::Lit(Lit::Str("/".into()))]);
+    let has = Expr::bin(BinOp::Gt, slash.clone(), Expr::int(1));
+    let ns = Expr::Func("substr", vec![k.clone(), Expr::int(2), Expr::bin(BinOp::Sub, slash.clone(), Expr::int(2))]);
+    let name_ns = Expr::Func("substr", vec![k.clone(), Expr::bin(BinOp::Add, slash, Expr::int(1))]);
+    let name = Expr::Func("substr", vec![k, Expr::int(2)]);
+    Expr::Struct(vec![
+        (Name::new("h"), has.clone()),
+        (
+            Name::new("n"),
+            Expr::Case {
+                whens: vec![(has.clone(), ns)],
+                otherwise: Some(Box::new(Expr::Lit(Lit::Str(String::new())))),
+            },
+        ),
+        (Name::new("m"), Expr::Case { whens: vec![(has, name_ns)], otherwise: Some(Box::new(name)) }),
+    ])
+}
+
 /// Comparison classes: values compare only within one class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
@@ -78,6 +102,11 @@ impl Ty {
         }
     }
 
+    /// Whether values of this type are keywords (ordered by [`keyword_order`], not as text).
+    pub fn is_keyword(&self) -> bool {
+        *self == Ty::Value(ValueType::Keyword)
+    }
+
     pub fn is_numeric(&self) -> bool {
         self.class() == Class::Number
     }
@@ -122,6 +151,8 @@ pub enum Constant {
         attr: Entid,
         value: Box<Constant>,
     },
+    /// A vector that is not a lookup ref: Datomic's tuple, `STRUCT(f0 ..., f1 ...)`.
+    Tuple(Vec<Constant>),
 }
 
 impl Constant {
@@ -136,6 +167,7 @@ impl Constant {
             Constant::Instant(_) => Ty::Value(ValueType::Instant),
             Constant::Uuid(_) => Ty::Value(ValueType::Uuid),
             Constant::LookupRef { .. } => Ty::REF,
+            Constant::Tuple(items) => Ty::Tuple(items.iter().map(Constant::natural_type).collect()),
         }
     }
 
@@ -146,7 +178,7 @@ impl Constant {
             Constant::Long(i) => Some(i.to_string()),
             Constant::Double(d) => Some(d.to_string()),
             Constant::String(s) | Constant::Keyword(s) | Constant::Instant(s) | Constant::Uuid(s) => Some(s.clone()),
-            Constant::LookupRef { .. } => None,
+            Constant::LookupRef { .. } | Constant::Tuple(_) => None,
         }
     }
 }
@@ -161,6 +193,14 @@ pub fn literal(c: &Constant) -> Option<Expr> {
         Constant::Instant(s) => Lit::Typed(s.clone(), "TIMESTAMPTZ"),
         Constant::Uuid(s) => Lit::Typed(s.clone(), "UUID"),
         Constant::LookupRef { .. } => return None,
+        Constant::Tuple(items) => {
+            let fields: Option<Vec<_>> = items
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Some((crate::sql::Name::new(&format!("f{i}")), literal(c)?)))
+                .collect();
+            return Some(Expr::Struct(fields?));
+        }
     }))
 }
 

@@ -287,25 +287,9 @@ fn create_store(conn: &Connection, name: &StoreName) -> Result<()> {
     // The bootstrap transaction: every bootstrap ident and attribute property, at tx PART_TX_START, 1970-01-01.
     let tx = layout::PART_TX_START;
     let mut rows: HashMap<Entid, Vec<String>> = HashMap::new();
-    let mut push = |a: Entid, e: Entid, v: String| rows.entry(a).or_default().push(format!("({e}, {v}, {tx})"));
-    for (ident, e) in boot.idents() {
-        push(layout::DB_IDENT, e, layout::quote_str(ident));
+    for (a, e, v) in layout::bootstrap_datoms() {
+        rows.entry(a).or_default().push(format!("({e}, {}, {tx})", v.sql()));
     }
-    for a in boot.attributes() {
-        push(layout::DB_VALUE_TYPE, a.entid, layout::value_type_entid(a.value_type).to_string());
-        push(
-            layout::DB_CARDINALITY,
-            a.entid,
-            if a.many { layout::DB_CARDINALITY_MANY } else { layout::DB_CARDINALITY_ONE }.to_string(),
-        );
-        if let Some(u) = a.unique {
-            push(layout::DB_UNIQUE, a.entid, unique_entid(u).to_string());
-        }
-        if a.index {
-            push(layout::DB_INDEX, a.entid, "true".into());
-        }
-    }
-    push(layout::DB_TX_INSTANT, tx, "make_timestamptz(0::BIGINT)".into());
     let mut attrs: Vec<_> = rows.into_iter().collect();
     attrs.sort_by_key(|p| p.0);
     for (a, values) in attrs {

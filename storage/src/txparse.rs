@@ -112,7 +112,7 @@ impl Term {
 
 /// Parses EDN text into the top-level vector of transaction forms.
 pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
-    let v = edn_format::parse_str(text).map_err(|e| StorageError::Edn {
+    let v = planner::parse::read_edn(text).map_err(|e| StorageError::Edn {
         // edn-format counts lines in `col` and characters within a line in `row`.
         row: e.col,
         col: e.row,

@@ -15,7 +15,7 @@ use crate::parse::{Binding, Call, Term, Var};
 use crate::schema::{Attribute, ValueType};
 use crate::source::Ctx;
 use crate::sql::{BinOp, Expr, FromItem, JoinKind, Lit, Name, Query, Select};
-use crate::types::{literal, Class, Constant, Ty};
+use crate::types::{keyword_order, literal, Class, Constant, Ty};
 use edn_format::Value;
 
 /// An argument: a typed expression, or a constant still to be typed by its use.
@@ -63,21 +63,17 @@ impl Scope {
                     return Err(PlanError::syntax(form, "untuple binds a tuple [?a ?b]"));
                 };
                 let t = self.typed_arg(ctx, call, 0)?;
-                let Ty::Tuple(tys) = &t.ty else {
-                    return Err(PlanError::type_mismatch(form, format!("untuple of a {}", t.ty.name())));
-                };
-                if tys.len() != vars.len() {
-                    return Err(PlanError::type_mismatch(form, format!("the tuple has {} elements", tys.len())));
-                }
-                for (i, (v, ty)) in vars.iter().zip(tys).enumerate() {
-                    if let Some(v) = v {
-                        let field = Expr::Field(Box::new(t.expr.clone()), Name::new(&format!("f{i}")));
-                        self.bind_computed(ctx, call, v, TExpr::new(field, ty.clone()))?;
-                    }
-                }
-                return Ok(());
+                return self.bind_tuple(ctx, call, vars, t);
             }
             _ => {}
+        }
+        // a function whose value is a tuple (`identity` of a tuple constant or input) binds a tuple form
+        if let Binding::Tuple(vars) = binding {
+            let (te, nullable) = self.value_call(ctx, call)?;
+            if nullable {
+                self.alg.filters.push(Expr::IsNotNull(Box::new(te.expr.clone())));
+            }
+            return self.bind_tuple(ctx, call, vars, te);
         }
         let Binding::Scalar(var) = binding else {
             return Err(PlanError::unsupported(form, format!("{} binds a single variable", call.name)));
@@ -87,6 +83,24 @@ impl Scope {
             self.alg.filters.push(Expr::IsNotNull(Box::new(te.expr.clone())));
         }
         self.bind_computed(ctx, call, var, te)
+    }
+
+    /// Binds the elements of a tuple value `t` to a tuple binding `[?a ?b]` (`_` skips one).
+    fn bind_tuple(&mut self, ctx: &Ctx, call: &Call, vars: &[Option<Var>], t: TExpr) -> Result<(), PlanError> {
+        let form = &call.form;
+        let Ty::Tuple(tys) = &t.ty else {
+            return Err(PlanError::type_mismatch(form, format!("{} of a {} binds no tuple", call.name, t.ty.name())));
+        };
+        if tys.len() != vars.len() {
+            return Err(PlanError::type_mismatch(form, format!("the tuple has {} elements", tys.len())));
+        }
+        for (i, (v, ty)) in vars.iter().zip(tys).enumerate() {
+            if let Some(v) = v {
+                let field = Expr::Field(Box::new(t.expr.clone()), Name::new(&format!("f{i}")));
+                self.bind_computed(ctx, call, v, TExpr::new(field, ty.clone()))?;
+            }
+        }
+        Ok(())
     }
 
     /// Binds a function's result and records that the call's inputs determine it.
@@ -125,9 +139,16 @@ impl Scope {
 
     fn ground(&mut self, ctx: &Ctx, call: &Call, binding: &Binding) -> Result<(), PlanError> {
         let form = &call.form;
-        let [Term::Const(value)] = call.args.as_slice() else {
-            return Err(PlanError::syntax(form, "ground takes one constant"));
+        // a constant, or a variable bound to one (a scalar input): `[(ground ?in) [?a _ ?c]]`
+        let value = match call.args.as_slice() {
+            [Term::Const(value)] => value.clone(),
+            [Term::Var(v)] => match self.lookup(v) {
+                Some(VarBinding::Const(c)) => crate::algebrize::constant_value(c),
+                _ => return Err(PlanError::syntax(form, "ground takes a constant or an input bound to one")),
+            },
+            _ => return Err(PlanError::syntax(form, "ground takes one constant")),
         };
+        let value = &value;
         let items = |v: &Value| -> Result<Vec<Value>, PlanError> {
             match v {
                 Value::Vector(items) | Value::List(items) => Ok(items.clone()),
@@ -509,6 +530,9 @@ fn compare(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Resu
             return Ok(e);
         }
     }
+    // keywords order as Clojure orders them (namespace, then name), not as text
+    let keywords = matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+        && [a, b].iter().any(|o| matches!(o, Operand::Typed(t) if t.ty.is_keyword()));
     let (ea, eb) = match (a, b) {
         (Operand::Typed(x), Operand::Typed(y)) => {
             check_classes(&x.ty, &y.ty, form)?;
@@ -519,9 +543,15 @@ fn compare(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Resu
         (Operand::Const(c), Operand::Const(d)) => {
             let (x, y) = (typed(ctx, Operand::Const(c.clone()), form)?, typed(ctx, Operand::Const(d.clone()), form)?);
             check_classes(&x.ty, &y.ty, form)?;
+            if x.ty.is_keyword() && matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
+                return Ok(Expr::bin(op, keyword_order(x.expr), keyword_order(y.expr)));
+            }
             (x.expr, y.expr)
         }
     };
+    if keywords {
+        return Ok(Expr::bin(op, keyword_order(ea), keyword_order(eb)));
+    }
     Ok(Expr::bin(op, ea, eb))
 }
 

@@ -95,7 +95,7 @@ pub struct ValuesInput {
 pub(crate) struct Scope {
     pub alg: Algebra,
     /// Bindings visible from the enclosing scope.
-    outer: BTreeMap<Var, VarBinding>,
+    pub(crate) outer: BTreeMap<Var, VarBinding>,
     /// Whether a local binding of an outer variable adds an equality with the outer binding
     /// (`not`, whose body is a correlated NOT EXISTS) or stays local (`or`, whose outputs are joined
     /// by the caller).
@@ -557,7 +557,7 @@ impl Scope {
     }
 
     /// Types the VALUES rows with the final types of their variables.
-    fn finish(&mut self, ctx: &Ctx) -> Result<(), PlanError> {
+    pub(crate) fn finish(&mut self, ctx: &Ctx) -> Result<(), PlanError> {
         for i in 0..self.alg.sources.len() {
             let Some(values) = self.alg.sources[i].values.take() else {
                 continue;
@@ -659,11 +659,13 @@ fn clause_form(c: &Clause) -> &Value {
     }
 }
 
-/// Reads an EDN constant; a two-element vector starting with a unique attribute is a lookup ref.
+/// Reads an EDN constant. A two-element vector whose first element names an attribute is a lookup ref (an error
+/// when the attribute is not unique), which stands for the entity in an entity position; any other vector is a
+/// tuple (Datomic's tuple value, a STRUCT), as in `[(ground [1 2]) [?a ?b]]` or `:in [?t ...]` with `[[1 2] [3 4]]`.
 pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Constant, PlanError> {
     match v {
         Value::Vector(items) => match items.as_slice() {
-            [Value::Keyword(_), value] => {
+            [Value::Keyword(_), value] if ctx.schema.attribute_by_ident(&show(&items[0])).is_some() => {
                 let ident = show(&items[0]);
                 let attr = ctx
                     .schema
@@ -675,7 +677,8 @@ pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Consta
                 let value = read_constant(ctx, value, form)?;
                 Ok(Constant::LookupRef { attr: attr.entid, value: Box::new(value) })
             }
-            _ => Err(PlanError::syntax(v, "a vector constant must be a lookup ref [:unique/attr value]")),
+            [] => Err(PlanError::syntax(v, "an empty vector is neither a lookup ref nor a tuple")),
+            items => Ok(Constant::Tuple(items.iter().map(|i| read_constant(ctx, i, form)).collect::<Result<_, _>>()?)),
         },
         other => scalar_constant(other),
     }
@@ -712,6 +715,15 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
         // BLOB without reading backslash escapes, as a cast from text would.
         (Ty::Value(T::Bytes), Constant::String(s)) => Some(Expr::Func("encode", vec![Expr::str(s)])),
         (Ty::Mixed, c) => c.text().map(|t| Expr::str(&t)),
+        (Ty::Tuple(tys), Constant::Tuple(items)) if tys.len() == items.len() => {
+            let fields: Option<Vec<(Name, Expr)>> = tys
+                .iter()
+                .zip(items)
+                .enumerate()
+                .map(|(i, (t, c))| Some((Name::new(&format!("f{i}")), coerce(ctx, c, t)?)))
+                .collect();
+            Some(Expr::Struct(fields?))
+        }
         _ => None,
     }
 }
@@ -731,6 +743,7 @@ pub(crate) fn constant_value(c: &Constant) -> Value {
         Constant::Keyword(k) => crate::parse::keyword(k),
         Constant::Instant(s) | Constant::Uuid(s) => Value::String(s.clone()),
         Constant::LookupRef { attr, value } => Value::Vector(vec![Value::Integer(*attr), constant_value(value)]),
+        Constant::Tuple(items) => Value::Vector(items.iter().map(constant_value).collect()),
     }
 }
 

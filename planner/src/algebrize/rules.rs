@@ -37,7 +37,7 @@ use crate::error::PlanError;
 use crate::parse::{clause, Clause, OrJoin, Term, Var};
 use crate::rules::{calls_in, read_call, rename, seeding, Rule, RuleBody, RuleCall, RuleFrame, RuleSet, Seeding};
 use crate::source::Ctx;
-use crate::sql::{Cte, Expr, FromItem, Lit, Name, Query, Select, TableSource};
+use crate::sql::{BinOp, Cte, Expr, FromItem, Lit, Name, Query, Select, TableSource};
 use crate::types::{Constant, Ty};
 use edn_format::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +49,20 @@ const MAX_SEEDS: usize = 10_000;
 struct Seeds {
     positions: Vec<usize>,
     rows: Vec<Vec<Constant>>,
+    /// Seeds from the caller's relation instead of `rows`: a SELECT of the distinct values of the bound
+    /// positions over the clauses the caller has algebrized so far (columns `c0`, `c1`, ...), with their
+    /// types. Datomic evaluates a rule with the bindings its call site provides; this is that set (a magic set).
+    relation: Option<(Select, Vec<Ty>)>,
+}
+
+impl Seeds {
+    /// The type of the seed of each bound position: a constant's own type, or the caller's expression's.
+    fn types(&self) -> Vec<Option<Ty>> {
+        match &self.relation {
+            Some((_, tys)) => tys.iter().cloned().map(Some).collect(),
+            None => (0..self.positions.len()).map(|j| self.rows.first().map(|r| r[j].natural_type())).collect(),
+        }
+    }
 }
 
 /// The variables among a call's required (bracketed) arguments.
@@ -95,7 +109,19 @@ impl Scope {
     fn frame_call(&mut self, ctx: &Ctx, frame: &RuleFrame, call: &RuleCall, form: &Value) -> Result<(), PlanError> {
         let k = frame.preds.iter().position(|p| *p == call.name).unwrap_or(0);
         let alias = ctx.alias("r");
-        self.add_source(alias.clone(), TableSource::Cte(frame.cte.clone()), None, term_vars(&call.args));
+        let source = match frame.delta_call {
+            None => TableSource::Cte(frame.cte.clone()),
+            Some(delta) => {
+                let i = frame.calls.get();
+                frame.calls.set(i + 1);
+                if i == delta {
+                    TableSource::Cte(frame.cte.clone())
+                } else {
+                    TableSource::Table(format!("recurring.{}", frame.cte.as_str()))
+                }
+            }
+        };
+        self.add_source(alias.clone(), source, None, term_vars(&call.args));
         if frame.tagged {
             self.alg.filters.push(Expr::eq(Expr::col(&alias, "tag"), Expr::int(k as i64)));
         }
@@ -152,8 +178,39 @@ impl Scope {
     ) -> Result<(), PlanError> {
         let seeds = self.seeds(ctx, args, form)?;
         let how = seeds.as_ref().and_then(|s| seeding(set, rule, &s.positions));
+        match self.seeded_call(ctx, set, rule, args, form, seeds, how) {
+            // A body leaves a head variable to the caller (a limit, a budget passed down or recomputed): seed the
+            // call from the caller's relation (the arguments its earlier clauses bound), in the factored
+            // (magic-set) form, as Datomic evaluates a rule with the bindings its call site provides.
+            Err(e @ PlanError::UnboundVariable { .. }) => match self.factor_positions(set, rule, args) {
+                Some(positions) => {
+                    let rel = self.relation_seeds(ctx, args, form, &positions)?;
+                    self.seeded_call(ctx, set, rule, args, form, Some(rel), Some(Seeding::Factor))
+                }
+                None => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    /// [`Scope::recursive_call`] with its seeds decided.
+    #[allow(clippy::too_many_arguments)]
+    fn seeded_call(
+        &mut self,
+        ctx: &Ctx,
+        set: &RuleSet,
+        rule: &Rule,
+        args: &[Term],
+        form: &Value,
+        seeds: Option<Seeds>,
+        how: Option<Seeding>,
+    ) -> Result<(), PlanError> {
         let mut frame = new_frame(ctx, set, &rule.name);
-        infer_types(ctx, set, &mut frame)?;
+        let seeded: Vec<(usize, Ty)> = match &seeds {
+            Some(s) => s.positions.iter().zip(s.types()).filter_map(|(p, t)| Some((*p, t?))).collect(),
+            None => Vec::new(),
+        };
+        infer_types(ctx, set, &mut frame, (&rule.name, &seeded))?;
         let k = frame.preds.iter().position(|p| *p == rule.name).unwrap_or(0);
         let types: Vec<Ty> = frame.types[k].iter().map(|t| t.clone().unwrap_or(Ty::REF)).collect();
         if let (Some(Seeding::Factor), Some(s)) = (&how, &seeds) {
@@ -232,7 +289,87 @@ impl Scope {
                 })
                 .collect();
         }
-        Ok((!positions.is_empty()).then_some(Seeds { positions, rows }))
+        Ok((!positions.is_empty()).then_some(Seeds { positions, rows, relation: None }))
+    }
+
+    /// The bound positions of a call to seed from the caller's relation so that the call can be factored: every
+    /// constant or input argument, and as many of the arguments the caller's clauses bind as allow it (the largest
+    /// such set; a position left free must be passed through the recursion unchanged). None at an inner scope
+    /// (an `or`/`not` branch, whose clauses are not a relation of their own) or when no set allows factoring.
+    fn factor_positions(&self, set: &RuleSet, rule: &Rule, args: &[Term]) -> Option<Vec<usize>> {
+        if !self.outer.is_empty() {
+            return None;
+        }
+        let (mut fixed, mut optional) = (Vec::new(), Vec::new());
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                Term::Const(_) => fixed.push(i),
+                Term::Var(x) => match self.lookup(x) {
+                    Some(VarBinding::Const(_)) => fixed.push(i),
+                    Some(VarBinding::Expr(_)) => optional.push(i),
+                    _ => {}
+                },
+                Term::Blank | Term::Src => {}
+            }
+        }
+        if optional.len() > 8 {
+            return None;
+        }
+        let mut masks: Vec<u32> = (0..1u32 << optional.len()).collect();
+        masks.sort_by_key(|m| std::cmp::Reverse(m.count_ones()));
+        masks.into_iter().find_map(|m| {
+            let mut positions = fixed.clone();
+            positions.extend(optional.iter().enumerate().filter(|(j, _)| m & (1 << j) != 0).map(|(_, p)| *p));
+            positions.sort_unstable();
+            (seeding(set, rule, &positions) == Some(Seeding::Factor)).then_some(positions)
+        })
+    }
+
+    /// The seeds of a call from the caller's relation: the arguments at `wanted` positions (constants, inputs,
+    /// and variables the caller's earlier clauses bound), as one SELECT DISTINCT over those clauses.
+    fn relation_seeds(&self, ctx: &Ctx, args: &[Term], form: &Value, wanted: &[usize]) -> Result<Seeds, PlanError> {
+        let mut positions = Vec::new();
+        let mut items = Vec::new();
+        let mut tys = Vec::new();
+        for (i, a) in args.iter().enumerate().filter(|(i, _)| wanted.contains(i)) {
+            let te = match a {
+                Term::Const(v) => typed(ctx, Operand::Const(read_constant(ctx, v, form)?), form)?,
+                Term::Var(x) => match self.lookup(x) {
+                    Some(VarBinding::Expr(te)) => te.clone(),
+                    Some(VarBinding::Const(c)) => typed(ctx, Operand::Const(c.clone()), form)?,
+                    _ => continue,
+                },
+                Term::Blank | Term::Src => continue,
+            };
+            items.push((te.expr.cast(&te.ty.sql_type()), Some(format!("c{}", positions.len()))));
+            tys.push(te.ty);
+            positions.push(i);
+        }
+        // the caller's clauses so far, their input rows typed as the finished scope types them, less the sources
+        // the seed's values do not come from (and the filters on those): the seed may then hold more rows than
+        // the caller's relation, which the call's join with that relation leaves out again
+        let mut copy = Scope { alg: self.alg.clone(), outer: BTreeMap::new(), correlate: false };
+        copy.finish(ctx)?;
+        let mut used = Vec::new();
+        for (e, _) in &items {
+            e.aliases(&mut used);
+        }
+        let all = copy.alg.clone();
+        copy.alg.sources.retain(|src| used.contains(&src.item.alias) && src.item.on.is_empty());
+        let kept: Vec<Name> = copy.alg.sources.iter().map(|src| src.item.alias.clone()).collect();
+        copy.alg.filters.retain(|f| {
+            let mut refs = Vec::new();
+            f.aliases(&mut refs);
+            refs.iter().all(|a| kept.contains(a))
+        });
+        if used.iter().any(|a| !kept.contains(a)) {
+            // a value read through a source that cannot stand alone (a LEFT JOIN): seed from every clause
+            copy.alg = all;
+        }
+        let mut select = body(&copy.alg);
+        select.items = items;
+        select.distinct = true;
+        Ok(Seeds { positions, rows: Vec::new(), relation: Some((select, tys)) })
     }
 }
 
@@ -262,7 +399,7 @@ fn new_frame(ctx: &Ctx, set: &RuleSet, name: &str) -> RuleFrame {
         })
         .collect();
     let types = preds.iter().map(|p| vec![None; set.rules[p].arity]).collect();
-    RuleFrame { preds, cte: ctx.alias("r"), tagged, slots, types }
+    RuleFrame { preds, cte: ctx.alias("r"), tagged, slots, types, delta_call: None, calls: Default::default() }
 }
 
 /// Which rules of the component a body calls, and how often (at any depth).
@@ -322,7 +459,16 @@ fn null_of(ty: &Ty) -> Expr {
 /// Infers the argument types of the component's rules from their bodies: bodies whose calls into
 /// the component have known types first (the base cases), until nothing changes. Arguments of
 /// rules with no derivation stay unknown (typed as refs).
-fn infer_types(ctx: &Ctx, set: &RuleSet, frame: &mut RuleFrame) -> Result<(), PlanError> {
+///
+/// `seeded` names the called rule and the positions its call seeds, with the seeds' types: in that rule's
+/// bodies, a head variable at such a position is a parameter the caller provides (it may be bound nowhere in the
+/// body, as a limit compared in a predicate), typed as its seed.
+fn infer_types(
+    ctx: &Ctx,
+    set: &RuleSet,
+    frame: &mut RuleFrame,
+    seeded: (&str, &[(usize, Ty)]),
+) -> Result<(), PlanError> {
     let mut done: BTreeSet<(usize, usize)> = BTreeSet::new();
     loop {
         let mut progress = false;
@@ -334,7 +480,14 @@ fn infer_types(ctx: &Ctx, set: &RuleSet, frame: &mut RuleFrame) -> Result<(), Pl
                 }
                 done.insert((k, b));
                 progress = true;
-                let Some(scope) = with_frame(ctx, frame, || run_body(ctx, &body.clauses, |_| Ok(())))? else {
+                let params: &[(usize, Ty)] = if *p == seeded.0 { seeded.1 } else { &[] };
+                let prepare = |s: &mut Scope| -> Result<(), PlanError> {
+                    for (i, ty) in params {
+                        s.bind(ctx, &body.params[*i], TExpr::new(null_of(ty), ty.clone()), &body.form)?;
+                    }
+                    Ok(())
+                };
+                let Some(scope) = with_frame(ctx, frame, || run_body(ctx, &body.clauses, prepare))? else {
                     continue;
                 };
                 for (i, v) in body.params.iter().enumerate() {
@@ -383,15 +536,28 @@ fn component_cte(ctx: &Ctx, set: &RuleSet, frame: &RuleFrame, seeds: Option<&See
     }
     let mut base = Vec::new();
     let mut step = Vec::new();
+    // Non-linear recursion (a body calling the component more than once: same generation, path doubling) reads
+    // the whole relation so far besides the last iteration's rows, which only a `USING KEY` CTE offers
+    // (`recurring.<cte>`); it is evaluated semi-naively: one variant of such a body per call, that call reading
+    // the new rows and the others the whole relation, and every step keeps only rows not derived before.
+    let non_linear =
+        frame.preds.iter().any(|p| set.rules[p].bodies.iter().any(|b| component_calls(b, &frame.preds).len() > 1));
     for (k, p) in frame.preds.iter().enumerate() {
         for body in &set.rules[p].bodies {
             let calls = component_calls(body, &frame.preds);
-            if calls.len() > 1 {
-                return Err(PlanError::unsupported(
-                    &body.form,
-                    "non-linear recursion: a body may call its own recursive component once (DuckDB's recursive CTE \
-                     joins only the new rows of each step); rewrite it with one recursive call",
-                ));
+            if non_linear && !calls.is_empty() {
+                for delta in 0..calls.len() {
+                    let mut f = frame.clone();
+                    f.delta_call = Some(delta);
+                    f.calls = Default::default();
+                    let Some(scope) = with_frame(ctx, &f, || run_body(ctx, &body.clauses, |_| Ok(())))? else {
+                        continue;
+                    };
+                    let mut select = body_select(&scope);
+                    select.items = head_items(ctx, frame, k, &scope, body)?;
+                    step.push(select);
+                }
+                continue;
             }
             let seed = if calls.is_empty() { seeds } else { None };
             let prepare = |s: &mut Scope| -> Result<(), PlanError> {
@@ -410,22 +576,7 @@ fn component_cte(ctx: &Ctx, set: &RuleSet, frame: &RuleFrame, seeds: Option<&See
                 continue;
             };
             let mut select = body_select(&scope);
-            let mut items = Vec::new();
-            if frame.tagged {
-                items.push((Expr::int(k as i64), Some("tag".to_string())));
-            }
-            for (j, slots) in frame.slots.iter().enumerate() {
-                for (i, slot) in slots.iter().enumerate() {
-                    let ty = frame.types[j][i].clone().unwrap_or(Ty::REF);
-                    let e = if j == k {
-                        as_type(&head_expr(ctx, &scope, &body.params[i], &body.form)?, &ty)
-                    } else {
-                        null_of(&ty)
-                    };
-                    items.push((e, Some(slot.as_str().to_string())));
-                }
-            }
-            select.items = items;
+            select.items = head_items(ctx, frame, k, &scope, body)?;
             if calls.is_empty() {
                 base.push(select);
             } else {
@@ -433,7 +584,64 @@ fn component_cte(ctx: &Ctx, set: &RuleSet, frame: &RuleFrame, seeds: Option<&See
             }
         }
     }
-    Ok(Cte { name: frame.cte.clone(), columns: columns.clone(), query: recursive_query(&columns, &tys, base, step) })
+    if non_linear {
+        let query = keyed_query(&frame.cte, &columns, &tys, base, step);
+        return Ok(Cte { name: frame.cte.clone(), columns, query, using_key: true });
+    }
+    let query = recursive_query(&columns, &tys, base, step);
+    Ok(Cte { name: frame.cte.clone(), columns, query, using_key: false })
+}
+
+/// The CTE columns of a body of rule `k` of the component: its tag, its head's values, NULL for the other
+/// rules' columns.
+fn head_items(
+    ctx: &Ctx,
+    frame: &RuleFrame,
+    k: usize,
+    scope: &Scope,
+    body: &RuleBody,
+) -> Result<Vec<(Expr, Option<String>)>, PlanError> {
+    let mut items = Vec::new();
+    if frame.tagged {
+        items.push((Expr::int(k as i64), Some("tag".to_string())));
+    }
+    for (j, slots) in frame.slots.iter().enumerate() {
+        for (i, slot) in slots.iter().enumerate() {
+            let ty = frame.types[j][i].clone().unwrap_or(Ty::REF);
+            let e =
+                if j == k { as_type(&head_expr(ctx, scope, &body.params[i], &body.form)?, &ty) } else { null_of(&ty) };
+            items.push((e, Some(slot.as_str().to_string())));
+        }
+    }
+    Ok(items)
+}
+
+/// The query of a `USING KEY` CTE (every column the key): `base UNION` the step's rows that the relation so far
+/// (`recurring.<cte>`) does not hold yet, so that the recursion ends when a step derives nothing new.
+fn keyed_query(cte: &Name, columns: &[Name], tys: &[Ty], base: Vec<Select>, step: Vec<Select>) -> Query {
+    let recursive = recursive_query(columns, tys, base, step);
+    let Query::Union { all, mut parts } = recursive else { return recursive };
+    let Some(step) = parts.pop() else { return Query::Union { all, parts } };
+    let n = Name::new("n");
+    let r = Name::new("rr");
+    let same: Vec<Expr> = columns
+        .iter()
+        .map(|c| Expr::bin(BinOp::Same, Expr::Col(r.clone(), c.clone()), Expr::Col(n.clone(), c.clone())))
+        .collect();
+    let seen = Select {
+        items: vec![(Expr::int(1), None)],
+        from: vec![FromItem::inner(TableSource::Table(format!("recurring.{}", cte.as_str())), &r)],
+        filters: vec![Expr::all(same)],
+        ..Default::default()
+    };
+    let fresh = Select {
+        items: columns.iter().map(|c| (Expr::Col(n.clone(), c.clone()), None)).collect(),
+        from: vec![FromItem::inner(TableSource::Subquery(Box::new(step)), &n)],
+        filters: vec![Expr::Exists(Box::new(Query::Select(Box::new(seen)))).negate()],
+        ..Default::default()
+    };
+    parts.push(Query::Select(Box::new(fresh)));
+    Query::Union { all, parts }
 }
 
 fn body_select(scope: &Scope) -> Select {
@@ -491,7 +699,17 @@ fn factored(ctx: &Ctx, rule: &Rule, seeds: &Seeds, types: &[Ty]) -> Result<Optio
     }
     let v = Name::new("v");
     let vcols: Vec<Name> = (0..n).map(|j| Name::new(&format!("c{j}"))).collect();
-    let base = if rows.is_empty() {
+    let base = if let Some((select, _)) = &seeds.relation {
+        let mut items: Vec<(Expr, Option<String>)> = Vec::new();
+        for names in [&s_cols, &x_cols] {
+            for (j, c) in names.iter().enumerate() {
+                let e = Expr::Col(v.clone(), vcols[j].clone()).cast(&bound_tys[j].sql_type());
+                items.push((e, Some(c.as_str().to_string())));
+            }
+        }
+        let sub = TableSource::Subquery(Box::new(Query::Select(Box::new(select.clone()))));
+        Select { items, from: vec![FromItem::inner(sub, &v)], ..Default::default() }
+    } else if rows.is_empty() {
         let items = s_cols.iter().chain(&x_cols).zip(bound_tys.iter().chain(&bound_tys));
         Select {
             items: items.map(|(c, t)| (null_of(t), Some(c.as_str().to_string()))).collect(),
@@ -583,6 +801,7 @@ fn factored(ctx: &Ctx, rule: &Rule, seeds: &Seeds, types: &[Ty]) -> Result<Optio
         name: m.clone(),
         columns: m_columns.clone(),
         query: recursive_query(&m_columns, &m_tys, vec![base], step),
+        using_key: false,
     };
     let answer = match answers.len() {
         0 => {

@@ -73,7 +73,7 @@ impl Scope {
             };
             self.alg.filters.push(Expr::bin(op, Expr::col(&alias, col), t.expr));
         }
-        let table = TableSource::Table(ctx.store.current(DB_TX_INSTANT));
+        let table = ctx.current_table(DB_TX_INSTANT);
         self.add_source(alias.clone(), table, Some(vec![var.clone()]), vec![var.clone()]);
         self.bind(ctx, &var, TExpr::new(Expr::col(&alias, "e"), Ty::REF), &call.form)
     }
@@ -110,9 +110,9 @@ impl Scope {
                 Expr::col(&d, "v")
             };
             for (table, tx_col, added) in [
-                (ctx.store.current(a.entid), "tx", true),
-                (ctx.store.history(a.entid), "tx", true),
-                (ctx.store.history(a.entid), "retracted_tx", false),
+                (ctx.current_table(a.entid), "tx", true),
+                (ctx.history_table(a.entid), "tx", true),
+                (ctx.history_table(a.entid), "retracted_tx", false),
             ] {
                 let items = vec![
                     (Expr::col(&d, "e"), Some("e".to_string())),
@@ -121,7 +121,7 @@ impl Scope {
                     (Expr::col(&d, tx_col), Some("tx".to_string())),
                     (Expr::bool(added), Some("added".to_string())),
                 ];
-                let from = vec![FromItem::inner(TableSource::Table(table), &d)];
+                let from = vec![FromItem::inner(table, &d)];
                 parts.push(Query::Select(Box::new(Select { items, from, ..Default::default() })));
             }
         }
