@@ -41,6 +41,8 @@ pub mod types;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_fuzz;
+#[cfg(test)]
 mod tests_log;
 
 pub use error::PlanError;
