@@ -19,7 +19,7 @@ FROM mentat_q('[:find ?name (avg ?delay) (count ?f)
 ORDER BY avg_dep_delay DESC, airline;
 
 .print ''
-.print '2. Flights per destination airport (top 10 by name; destinations missing from airports.csv have no name)'
+.print '2. Flights per destination airport (the 10 busiest, by airport name; destinations missing from airports.csv have no name)'
 -- query: flights_per_dest
 SELECT name AS destination, count_f AS flights
 FROM mentat_q('[:find ?name (count ?f)

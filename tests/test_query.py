@@ -459,6 +459,8 @@ def test_queries_without_a_store(con):
     # an attribute the empty database lacks is still an error
     with pytest.raises(duckdb.Error, match="unknown attribute"):
         q(con, "[:find ?e :where [?e :person/name _]]")
+    # mentat_schema lists the bootstrap attributes of the empty database
+    assert (":db/ident", 1) in con.execute("SELECT ident, entid FROM mentat_schema()").fetchall()
     assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'mentat'").fetchall() == [(0,)]
     # the first transaction creates the store; the same query then reads it
     transact(con, "[{:db/ident :p/n :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]")

@@ -335,7 +335,8 @@ impl VTab for TransactMany {
 /// `mentat_schema([store := ...])`: one row per attribute, ordered by entid: `ident VARCHAR`, `entid BIGINT`,
 /// `value_type VARCHAR` (`:db.type/string`, ...), `cardinality VARCHAR` (`:db.cardinality/one|many`), `unique
 /// VARCHAR` (`:db.unique/value|identity` or NULL), `index BOOLEAN`, `fulltext BOOLEAN`, `component BOOLEAN`,
-/// `doc VARCHAR`. Reads the in-memory schema cache (no query). Errors if the store does not exist.
+/// `doc VARCHAR`. Reads the in-memory schema cache (no query); a store that was never written lists the bootstrap
+/// attributes of the empty database, as queries against it see them.
 pub struct SchemaFn;
 
 pub struct SchemaRows {
@@ -441,8 +442,10 @@ impl VTab for SchemaFn {
         ] {
             bind.add_result_column(name, t);
         }
-        let store = existing_store(bind)?;
-        let schema = store.schema();
+        // a store that was never written has the bootstrap schema, as the queries against it see it
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (_, name) = caller_and_store(bind, &instance)?;
+        let schema = crate::query::read_schema(&instance, &name, &mut Default::default())?;
         Ok(SchemaRows { rows: schema.attributes().into_iter().cloned().collect() })
     }
 

@@ -446,6 +446,38 @@ mod tests {
     use super::*;
     use planner::layout::bootstrap_schema;
 
+    /// Mutation fuzzing of the EDN reader and the transaction parser (issue 17, a first part): the transactions of
+    /// the Python transaction tests are the seeds; the parser must answer or refuse, never panic, never take a
+    /// second. `MENTAT_FUZZ_ROUNDS` rounds (default 20,000); the long run prints its figures.
+    #[test]
+    fn fuzz_the_transaction_parser() {
+        use planner::fuzz::{guarded, literals, mutate, Rng, TX_TOKENS};
+        let rounds: usize = std::env::var("MENTAT_FUZZ_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+        let sources = [
+            include_str!("../../tests/test_transact.py"),
+            include_str!("../../tests/test_tx_functions.py"),
+            include_str!("../../tests/test_group_commit.py"),
+        ];
+        let seeds: Vec<String> = sources.iter().flat_map(|s| literals(s, &["[{", "[[:db", "[[\"", "[{:db"])).collect();
+        assert!(seeds.len() > 40, "{} seeds", seeds.len());
+        let words: Vec<&str> = seeds.iter().flat_map(|q| q.split(' ')).collect();
+        let schema = schema();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let mut rng = Rng(0x7A_2026_1201);
+        let (mut slowest, mut parsed) = (std::time::Duration::ZERO, 0usize);
+        for _ in 0..rounds {
+            let seed = rng.below(seeds.len());
+            let t = mutate(&mut rng, &seeds[seed], &words, TX_TOKENS);
+            let (ok, took) = guarded("parse_tx", &t, || parse_tx(&t, &schema).is_ok());
+            parsed += ok as usize;
+            slowest = slowest.max(took);
+        }
+        std::panic::set_hook(previous);
+        println!("fuzz: {rounds} transactions from {} seeds: {parsed} parsed, slowest {slowest:?}", seeds.len());
+        assert!(slowest < std::time::Duration::from_secs(1), "an input took {slowest:?}");
+    }
+
     fn schema() -> Schema {
         let mut email = Attribute::new(100, ":user/email", ValueType::String);
         email.unique = Some(Unique::Identity);
