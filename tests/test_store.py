@@ -103,8 +103,9 @@ def test_several_stores_and_attached_databases(con, tmp_path):
     assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'other')") == [(25,)]
     # the default store of the attached database is not the one of the main database
     assert rows(con, "SELECT count(*) FROM mentat.cur_100") == [(0,)]
-    with pytest.raises(duckdb.Error, match="does not exist"):
-        rows(con, "SELECT * FROM mentat_schema(store := 'nope')")
+    # a store never written is the empty database: its bootstrap attributes, and nothing is created
+    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'nope')") == [(9,)]
+    assert rows(con, "SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'nope'") == [(0,)]
     with pytest.raises(duckdb.Error, match="store"):
         transact(con, "[]", store="a.b.c")
     # detach, let another DuckDB instance write to the file, attach again: entids continue, no collision

@@ -30,15 +30,11 @@ pub fn literals(source: &str, starts: &[&str]) -> Vec<String> {
     out
 }
 
+/// The brackets of EDN, which mutations insert besides the tokens of each grammar.
+pub const BRACKETS: &[&str] = &["[", "]", "(", ")", "{", "}", "#{"];
+
 /// Tokens of transaction data that mutations insert.
 pub const TX_TOKENS: &[&str] = &[
-    "[",
-    "]",
-    "(",
-    ")",
-    "{",
-    "}",
-    "#{",
     ":db/add",
     ":db/retract",
     ":db/retractEntity",
@@ -94,13 +90,6 @@ impl Rng {
 
 /// Tokens of Datalog queries and pull patterns that mutations insert.
 pub const QUERY_TOKENS: &[&str] = &[
-    "[",
-    "]",
-    "(",
-    ")",
-    "{",
-    "}",
-    "#{",
     "?x",
     "?e",
     "?a",
@@ -192,7 +181,11 @@ pub fn mutate(rng: &mut Rng, seed: &str, words: &[&str], tokens: &[&str]) -> Str
                 chars.swap(a.min(n - 1), c);
             }
             _ => {
-                let t = tokens[rng.below(tokens.len())];
+                let t = if rng.below(4) == 0 {
+                    BRACKETS[rng.below(BRACKETS.len())]
+                } else {
+                    tokens[rng.below(tokens.len())]
+                };
                 chars.splice(a..a, t.chars());
             }
         }
