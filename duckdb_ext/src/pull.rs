@@ -68,10 +68,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     if ffi::duckdb_is_null_value(entity.0) {
         let entities = if extra.many { vec![] } else { vec!["NULL".to_string()] };
         let compiled = compile()?;
-        let compiled = match compiled.held_entities_sql(&entities) {
-            Some(_) => compile_held(Some(&[]))?,
-            None => compiled,
-        };
+        // nothing to probe: a wildcard holds no attribute of a NULL entity
+        let compiled = if compiled.has_wildcard() { compile_held(Some(&[]))? } else { compiled };
         return bind_statement(info, instance, &caller, &compiled.entities_sql(&entities), &names, &[]);
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
@@ -98,15 +96,15 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let compiled = compile()?;
     // `*` is typed from the attributes the pulled entities hold: probe them, then compile again
-    let narrowed = |probe: Option<String>, params: &[ffi::duckdb_value]| -> Result<_, String> {
-        let Some(probe) = probe else { return Ok(compiled.clone()) };
+    let narrowed = |compiled: planner::pull::CompiledPull, probe: Option<String>, params: &[ffi::duckdb_value]| {
+        let Some(probe) = probe else { return Ok(compiled) };
         let held = crate::query::query_bigints(instance, &caller, &probe, params)?;
-        let v = planner::parse::parse_edn(&pattern, "pull pattern").map_err(|e| e.to_string())?;
-        planner::pull::compile_pull_held(&v, &schema, &store, &opts, Some(&held)).map_err(|e| e.to_string())
+        compile_held(Some(&held))
     };
     if !extra.many {
         if is_integer(id) {
-            let compiled = narrowed(compiled.held_one_sql(), &[entity.0])?;
+            let probe = compiled.held_one_sql();
+            let compiled = narrowed(compiled, probe, &[entity.0])?;
             return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0]);
         }
         let expr = entity_sql(&value_text(entity.0))?;
@@ -114,11 +112,13 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
             // an ident: bind its entid, so that the statement stays the cached one
             Ok(e) => {
                 let v = Owned(ffi::duckdb_create_int64(e));
-                let compiled = narrowed(compiled.held_one_sql(), &[v.0])?;
+                let probe = compiled.held_one_sql();
+                let compiled = narrowed(compiled, probe, &[v.0])?;
                 bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[v.0])
             }
             Err(_) => {
-                let compiled = narrowed(compiled.held_entities_sql(std::slice::from_ref(&expr)), &[])?;
+                let probe = compiled.held_entities_sql(std::slice::from_ref(&expr));
+                let compiled = narrowed(compiled, probe, &[])?;
                 bind_statement(info, instance, &caller, &compiled.entities_sql(&[expr]), &names, &[])
             }
         };
@@ -130,7 +130,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     let child_id = ffi::duckdb_get_type_id(child);
     ffi::duckdb_destroy_logical_type(&mut child);
     if is_integer(child_id) {
-        let compiled = narrowed(compiled.held_many_sql(), &[entity.0])?;
+        let probe = compiled.held_many_sql();
+        let compiled = narrowed(compiled, probe, &[entity.0])?;
         return bind_statement(info, instance, &caller, &compiled.many_sql(), &names, &[entity.0]);
     }
     let n = ffi::duckdb_get_list_size(entity.0);
@@ -143,7 +144,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
             entity_sql(&value_text(item.0))?
         });
     }
-    let compiled = narrowed(compiled.held_entities_sql(&exprs), &[])?;
+    let probe = compiled.held_entities_sql(&exprs);
+    let compiled = narrowed(compiled, probe, &[])?;
     bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[])
 }
 
@@ -187,7 +189,7 @@ unsafe fn pull_shape(
         }
         None => Vec::new(),
     };
-    let wildcard = compiled.held_one_sql().is_some();
+    let wildcard = compiled.has_wildcard();
     let shape = Arc::new(PullShape { specs, types, wildcard });
     instance.pull_shapes.put(store, &text, schema, shape.clone());
     Ok(shape.specs.is_some().then_some(shape))

@@ -123,7 +123,7 @@ pub fn compile_query_held(
     let mut query = query;
     for elem in query.find.elements_mut() {
         if let parse::FindElem::Pull { pattern: p @ edn_format::Value::Symbol(_), form, .. } = elem {
-            let name = parse::show_symbol(p);
+            let name = error::show(p);
             match inputs.patterns.iter().find(|(n, _)| *n == name) {
                 Some((_, v)) => *p = v.clone(),
                 None => return Err(PlanError::syntax(form, format!("the pull pattern {name} is not an :in binding"))),

@@ -79,17 +79,6 @@ impl FindSpec {
     }
 }
 
-/// The text of a symbol (`pattern`, `ns/name`); other values as EDN.
-pub fn show_symbol(v: &Value) -> String {
-    match v {
-        Value::Symbol(s) => match s.namespace() {
-            Some(ns) => format!("{ns}/{}", s.name()),
-            None => s.name().to_string(),
-        },
-        other => crate::error::show(other),
-    }
-}
-
 /// One element of a find spec.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FindElem {

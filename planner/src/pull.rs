@@ -197,6 +197,11 @@ impl CompiledPull {
         Some(format!("WITH {},\n{held}", ctes.join(",\n")))
     }
 
+    /// Whether the pattern has `*` (its STRUCT is then typed from the attributes the entities hold).
+    pub fn has_wildcard(&self) -> bool {
+        self.held_sql.is_some()
+    }
+
     /// [`CompiledPull::held_input_sql`] for one entity given as parameter `$1`.
     pub fn held_one_sql(&self) -> Option<String> {
         self.held_input_sql("SELECT CAST($1 AS BIGINT) AS e, 1 AS ord")
@@ -797,7 +802,7 @@ impl Compiler<'_> {
             let (aid, reverse) = match s.target {
                 Target::Forward(a) => (a, false),
                 Target::Reverse(a) => (a, true),
-                Target::DbId => unreachable!("parse refuses a sub-pattern on :db/id"),
+                Target::DbId => return Err(PlanError::syntax(&Value::Nil, ":db/id takes no sub-pattern")),
             };
             let (here, there) = if reverse { ("v", "e") } else { ("e", "v") };
             edges.push(format!(

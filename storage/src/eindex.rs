@@ -1002,10 +1002,13 @@ pub fn held(snap: &Snapshot, specs: &[planner::pull::Spec], e: i64, out: &mut Ve
     let mut values = Vec::new();
     for s in specs {
         if let planner::pull::Target::Forward(a) = s.target {
+            if out.contains(&a) {
+                continue;
+            }
             if let Some(ix) = snap.attr(a) {
                 values.clear();
                 ix.values(e, None, &mut values);
-                if !values.is_empty() && !out.contains(&a) {
+                if !values.is_empty() {
                     out.push(a);
                 }
             }
