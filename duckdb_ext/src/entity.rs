@@ -448,6 +448,13 @@ fn type_id(t: ValueType) -> ffi::duckdb_type {
         ValueType::Instant => ffi::DUCKDB_TYPE_DUCKDB_TYPE_TIMESTAMP_TZ,
         ValueType::Uuid => ffi::DUCKDB_TYPE_DUCKDB_TYPE_UUID,
         ValueType::Bytes => ffi::DUCKDB_TYPE_DUCKDB_TYPE_BLOB,
-        ValueType::Keyword | ValueType::String | ValueType::Uri => ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR,
+        ValueType::Keyword | ValueType::String | ValueType::Uri | ValueType::Symbol => {
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR
+        }
+        // The entity path leaves these to the general path (`planner::entity::entity_path_type`).
+        ValueType::BigInt => ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT,
+        ValueType::BigDec => ffi::DUCKDB_TYPE_DUCKDB_TYPE_DECIMAL,
+        ValueType::Float => ffi::DUCKDB_TYPE_DUCKDB_TYPE_FLOAT,
+        ValueType::Tuple => ffi::DUCKDB_TYPE_DUCKDB_TYPE_STRUCT,
     }
 }
