@@ -341,7 +341,21 @@ pub fn flat_fields(
     let mut next_id = 0;
     let pattern = parse_pattern(&parse_edn(pattern_edn, "pull pattern").ok()?, schema, &mut next_id).ok()?;
     let c = Compiler::new(Ctx::new(schema, store, opts), false, held);
-    let specs = c.expand(&pattern);
+    let mut specs = c.expand(&pattern);
+    // `*` leaves out the bootstrap tuple attributes (`:db/tupleTypes`, `:db/tupleAttrs`), which the index does not
+    // hold: the transactor lets only tuple attributes, entities of `:db.part/db`, hold them, and the entity path
+    // pulls no such entity with `*` (see `mentat::entity::pull_answer`).
+    if pattern.wildcard {
+        let named = |a: Entid| pattern.specs.iter().any(|s| s.target == Target::Forward(a));
+        specs.retain(|s| match s.target {
+            Target::Forward(a) => {
+                a >= crate::layout::PART_DB_USER_START
+                    || schema.attribute(a).is_none_or(|attr| crate::entity::entity_path_type(attr.value_type))
+                    || named(a)
+            }
+            _ => true,
+        });
+    }
     for s in &specs {
         match (s.target, &s.sub) {
             (Target::DbId, _) => {}
