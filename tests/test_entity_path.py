@@ -188,7 +188,7 @@ def test_a_wildcard_pull_takes_the_entity_path_beside_tuple_schema_attributes():
     assert {":p/email", ":p/name"} <= indexed
     transact(con, "[{:db/ident :p/pair :db/valueType :db.type/tuple :db/tupleAttrs [:p/email :p/name]"
                   "  :db/cardinality :db.cardinality/one}]")
-    pair = rows(con, "SELECT pull FROM mentat_pull('[*]', :p/pair)")[0][0]
+    pair = rows(con, "SELECT pull FROM mentat_pull('[*]', ':p/pair')")[0][0]
     ids = dict(rows(con, "SELECT ident, entid FROM mentat_schema()"))
     assert pair["db/tupleAttrs"] == [ids[":p/email"], ids[":p/name"]]
     # only a tuple attribute may hold the tuple schema attributes
