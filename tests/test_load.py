@@ -32,8 +32,8 @@ def test_install_then_load_by_name(tmp_path):
     assert transact(con, '[[:db/add "x" :db/doc "hi"]]')["tempids"]["x"] >= 0x10000
     rc, out, err = cli(f"SET extension_directory='{tmp_path / 'ext2'}'; INSTALL '{EXT}'; LOAD mentat; "
                        "SELECT datoms FROM mentat_transact('[]'); SELECT count(*) AS n FROM mentat_schema();")
-    # an empty transaction creates the store; its schema holds the 9 bootstrap attributes
-    assert rc == 0 and out.strip().splitlines()[-1] == "9", (out, err)
+    # an empty transaction creates the store; its schema holds the 12 bootstrap attributes
+    assert rc == 0 and out.strip().splitlines()[-1] == "12", (out, err)
 
 
 def _duckdb_release(version):

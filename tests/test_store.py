@@ -98,13 +98,14 @@ def test_several_stores_and_attached_databases(con, tmp_path):
     assert transact(con, '[{:db/id "z2" :user/email "z@x"}]', store="db2.mentat")["tempids"] == {"z2": U0}
     assert rows(con, "SELECT e, v FROM db2.mentat.cur_100") == [(U0, "z@x")]
     assert rows(con, "SELECT e, v FROM db2.s2.cur_8") == [(U0, "s2")]
-    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'db2.mentat')") == [(25,)]
-    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'db2.s2')") == [(9,)]
-    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'other')") == [(25,)]
+    # 12 bootstrap attributes (:db/ident .. :db/txInstant, :db/tupleType, :db/tupleTypes, :db/tupleAttrs) + 16 installed
+    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'db2.mentat')") == [(28,)]
+    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'db2.s2')") == [(12,)]
+    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'other')") == [(28,)]
     # the default store of the attached database is not the one of the main database
     assert rows(con, "SELECT count(*) FROM mentat.cur_100") == [(0,)]
     # a store never written is the empty database: its bootstrap attributes, and nothing is created
-    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'nope')") == [(9,)]
+    assert rows(con, "SELECT count(*) FROM mentat_schema(store := 'nope')") == [(12,)]
     assert rows(con, "SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'nope'") == [(0,)]
     with pytest.raises(duckdb.Error, match="store"):
         transact(con, "[]", store="a.b.c")

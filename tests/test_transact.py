@@ -33,7 +33,12 @@ def test_schema_install(con):
                                        (":db/isComponent", 7), (":db/doc", 8), (":db/txInstant", 9)]
     s, l, o, m = ":db.type/string", ":db.type/long", ":db.cardinality/one", ":db.cardinality/many"
     r_, ident = ":db.type/ref", ":db.unique/identity"
-    assert got[9:] == [
+    # Datomic's tuple schema attributes: :db/tupleType a ref, the other two homogeneous tuples of refs.
+    tup, one = ":db.type/tuple", ":db.cardinality/one"
+    assert got[9:12] == [(":db/tupleType", 32, ":db.type/ref", one, None, False, False, False, None),
+                         (":db/tupleTypes", 33, tup, one, None, False, False, False, None),
+                         (":db/tupleAttrs", 34, tup, one, None, False, False, False, None)]
+    assert got[12:] == [
         (":user/email", 100, s, o, ident, True, False, False, "login email"),
         (":user/name", 101, s, o, None, False, False, False, None),
         (":user/age", 102, l, o, None, False, False, False, None),

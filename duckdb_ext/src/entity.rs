@@ -158,6 +158,11 @@ pub fn pull_answer(
     if !instance.entity_path || name.catalog.is_some() {
         return Ok(None);
     }
+    // `*` on the entity path leaves out the bootstrap tuple attributes, which only attributes (entities of
+    // `:db.part/db`) hold: the general path pulls those entities (`planner::pull::flat_fields`).
+    if wildcard && entities.iter().flatten().any(|e| *e < planner::layout::PART_USER_START) {
+        return Ok(None);
+    }
     let store = open_store(instance, name)?;
     let schema = store.schema();
     for first in [true, false] {
@@ -448,6 +453,13 @@ fn type_id(t: ValueType) -> ffi::duckdb_type {
         ValueType::Instant => ffi::DUCKDB_TYPE_DUCKDB_TYPE_TIMESTAMP_TZ,
         ValueType::Uuid => ffi::DUCKDB_TYPE_DUCKDB_TYPE_UUID,
         ValueType::Bytes => ffi::DUCKDB_TYPE_DUCKDB_TYPE_BLOB,
-        ValueType::Keyword | ValueType::String | ValueType::Uri => ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR,
+        ValueType::Keyword | ValueType::String | ValueType::Uri | ValueType::Symbol => {
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR
+        }
+        // The entity path leaves these to the general path (`planner::entity::entity_path_type`).
+        ValueType::BigInt => ffi::DUCKDB_TYPE_DUCKDB_TYPE_HUGEINT,
+        ValueType::BigDec => ffi::DUCKDB_TYPE_DUCKDB_TYPE_DECIMAL,
+        ValueType::Float => ffi::DUCKDB_TYPE_DUCKDB_TYPE_FLOAT,
+        ValueType::Tuple => ffi::DUCKDB_TYPE_DUCKDB_TYPE_STRUCT,
     }
 }

@@ -154,7 +154,7 @@ pub fn datoms_sql(
         let v = Expr::col(&d, "v");
         let (num, text) = sort_keys(a.value_type, &v);
         let added = if opts.history { Expr::col(&d, "added") } else { Expr::bool(true) };
-        let text_v = if a.value_type.sql_type() == "VARCHAR" { v.clone() } else { v.clone().cast("VARCHAR") };
+        let text_v = if a.sql_type() == "VARCHAR" { v.clone() } else { v.clone().cast("VARCHAR") };
         let items = vec![
             (Expr::col(&d, "e"), Some("e".to_string())),
             (Expr::str(&a.ident), Some("a".to_string())),
@@ -190,11 +190,16 @@ pub fn datoms_sql(
 fn sort_keys(t: ValueType, v: &Expr) -> (Expr, Expr) {
     let null = |ty: &str| Expr::Lit(Lit::Null).cast(ty);
     match t {
-        ValueType::Ref | ValueType::Long | ValueType::Double => (v.clone().cast("DOUBLE"), null("VARCHAR")),
+        ValueType::Ref
+        | ValueType::Long
+        | ValueType::Double
+        | ValueType::BigInt
+        | ValueType::BigDec
+        | ValueType::Float => (v.clone().cast("DOUBLE"), null("VARCHAR")),
         ValueType::Boolean => (v.clone().cast("INTEGER").cast("DOUBLE"), null("VARCHAR")),
         ValueType::Instant => (Expr::Func("epoch_us", vec![v.clone()]).cast("DOUBLE"), null("VARCHAR")),
-        ValueType::String | ValueType::Keyword | ValueType::Uri => (null("DOUBLE"), v.clone()),
-        ValueType::Uuid | ValueType::Bytes => (null("DOUBLE"), v.clone().cast("VARCHAR")),
+        ValueType::String | ValueType::Keyword | ValueType::Uri | ValueType::Symbol => (null("DOUBLE"), v.clone()),
+        ValueType::Uuid | ValueType::Bytes | ValueType::Tuple => (null("DOUBLE"), v.clone().cast("VARCHAR")),
     }
 }
 
@@ -226,7 +231,7 @@ fn entity(ctx: &Ctx, c: &Constant) -> Result<Expr, PlanError> {
 
 /// A value component in the attribute's type (text is read as a keyword, ident, instant or uuid as needed).
 fn value(ctx: &Ctx, c: &Constant, a: &Attribute) -> Option<Expr> {
-    let ty = Ty::Value(a.value_type);
+    let ty = crate::types::attr_ty(a);
     let c = match (a.value_type, c) {
         (ValueType::Keyword, Constant::String(s)) => Constant::Keyword(s.clone()),
         (ValueType::Ref, Constant::String(s)) if s.starts_with(':') => Constant::Keyword(s.clone()),
@@ -236,6 +241,10 @@ fn value(ctx: &Ctx, c: &Constant, a: &Attribute) -> Option<Expr> {
         }
         (ValueType::Instant, Constant::String(s)) => Constant::Instant(s.clone()),
         (ValueType::Uuid, Constant::String(s)) => Constant::Uuid(s.clone()),
+        (ValueType::Symbol, Constant::String(s)) => Constant::Symbol(s.clone()),
+        (ValueType::BigInt, Constant::String(s)) => Constant::BigInt(crate::types::bigint_text(s)?),
+        (ValueType::BigDec, Constant::String(s)) => Constant::BigDec(crate::types::bigdec_from_text(s)?),
+        (ValueType::Float, Constant::String(s)) => Constant::Double(s.trim().parse::<f64>().ok()?),
         (ValueType::Long | ValueType::Ref | ValueType::Double, Constant::String(s)) => match s.trim().parse::<i64>() {
             Ok(i) => Constant::Long(i),
             Err(_) => Constant::Double(s.trim().parse::<f64>().ok()?),

@@ -16,6 +16,7 @@ use crate::keys::unique_over;
 use crate::layout::quote_ident;
 use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
 use crate::pull::{compile_pull_held, CompiledPull};
+use crate::schema::ValueType;
 use crate::source::Ctx;
 use crate::sql::{BinOp, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{keyword_order, Constant, Ty};
@@ -286,7 +287,12 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
         ("count-distinct", None) => (agg("count", true, vec![x.expr]), Ty::LONG),
         ("sum", None) => {
             numeric()?;
-            let ty = if x.ty == Ty::DOUBLE { Ty::DOUBLE } else { Ty::LONG };
+            // DuckDB sums a HUGEINT as a HUGEINT and a DECIMAL at its scale: bigint and bigdec sums stay exact.
+            let ty = match &x.ty {
+                Ty::Value(ValueType::Double | ValueType::Float) => Ty::DOUBLE,
+                Ty::Value(t @ (ValueType::BigInt | ValueType::BigDec)) => Ty::Value(*t),
+                _ => Ty::LONG,
+            };
             (agg("sum", false, vec![x.expr]), ty)
         }
         ("avg" | "median" | "variance" | "stddev", None) => {

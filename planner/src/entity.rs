@@ -167,8 +167,7 @@ pub fn plan(
     if find.len() != columns.len() {
         return None;
     }
-    // Uuids and bytes are left to the general path (their DuckDB representations are not the index's).
-    if vars.iter().any(|(_, t)| matches!(t, ValueType::Uuid | ValueType::Bytes)) {
+    if vars.iter().any(|(_, t)| !entity_path_type(*t)) {
         return None;
     }
     let seeds = seeds(query, inputs_edn, ctx, &vars)?;
@@ -200,6 +199,20 @@ pub fn plan(
         return None;
     }
     Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None })
+}
+
+/// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left
+/// to the general path: their DuckDB representations are not the index's 64-bit integers, doubles and text.
+pub fn entity_path_type(t: ValueType) -> bool {
+    !matches!(
+        t,
+        ValueType::Uuid
+            | ValueType::Bytes
+            | ValueType::BigInt
+            | ValueType::BigDec
+            | ValueType::Float
+            | ValueType::Tuple
+    )
 }
 
 /// The index of variable `v` of type `t`, added when new; None when it was seen with another type.
@@ -234,6 +247,7 @@ fn value_key(c: &Value, t: ValueType, schema: &Schema) -> Option<Key> {
         (ValueType::Boolean, Value::Boolean(b)) => Some(Key::Int(*b as i64)),
         (ValueType::String | ValueType::Uri, Value::String(s)) => Some(Key::Text(s.clone())),
         (ValueType::Keyword, Value::Keyword(k)) => Some(Key::Text(k.to_string())),
+        (ValueType::Symbol, Value::Symbol(s)) => Some(Key::Text(s.to_string())),
         _ => None,
     }
 }
@@ -257,6 +271,7 @@ fn constant_key(c: &Constant, t: ValueType, schema: &Schema) -> Option<Key> {
         (ValueType::Boolean, Constant::Boolean(b)) => Some(Key::Int(*b as i64)),
         (ValueType::String | ValueType::Uri, Constant::String(s)) => Some(Key::Text(s.clone())),
         (ValueType::Keyword, Constant::Keyword(k)) => Some(Key::Text(k.clone())),
+        (ValueType::Symbol, Constant::Symbol(s)) => Some(Key::Text(s.clone())),
         _ => None,
     }
 }
@@ -276,6 +291,7 @@ fn input_type(query: &Query, v: &Var, inputs_edn: Option<&str>, ctx: &crate::sou
         Constant::Boolean(_) => Some(ValueType::Boolean),
         Constant::String(_) => Some(ValueType::String),
         Constant::Keyword(_) => Some(ValueType::Keyword),
+        Constant::Symbol(_) => Some(ValueType::Symbol),
         _ => None,
     }
 }

@@ -46,20 +46,31 @@ pub const DB_CARDINALITY_ONE: Entid = 23;
 pub const DB_CARDINALITY_MANY: Entid = 24;
 pub const DB_UNIQUE_VALUE: Entid = 25;
 pub const DB_UNIQUE_IDENTITY: Entid = 26;
+/// The value types added after the first ten (`:db.type/bigint`, `bigdec`, `float`, `symbol`) are 27 .. 30, in
+/// [`ValueType::ALL`] order: the first ten keep the entids that stores written before them hold.
+pub const DB_TYPE_SECOND: Entid = 27;
+/// How many value types have entids from [`DB_TYPE_FIRST`] on.
+const FIRST_TYPES: usize = 10;
+/// `:db.type/tuple` is 31 (after the four of [`DB_TYPE_SECOND`]); the tuple schema attributes follow it.
+pub const DB_TUPLE_TYPE: Entid = 32;
+/// `:db/tupleTypes`: a homogeneous tuple of value type refs.
+pub const DB_TUPLE_TYPES: Entid = 33;
+/// `:db/tupleAttrs`: a homogeneous tuple of attribute refs.
+pub const DB_TUPLE_ATTRS: Entid = 34;
 
 /// The entid of a value type's ident (`:db.type/string`, ...).
 pub fn value_type_entid(t: ValueType) -> Entid {
-    DB_TYPE_FIRST + ValueType::ALL.iter().position(|x| *x == t).unwrap_or(0) as Entid
+    let i = ValueType::ALL.iter().position(|x| *x == t).unwrap_or(0);
+    if i < FIRST_TYPES {
+        DB_TYPE_FIRST + i as Entid
+    } else {
+        DB_TYPE_SECOND + (i - FIRST_TYPES) as Entid
+    }
 }
 
 /// The value type whose ident has this entid.
 pub fn value_type_of_entid(e: Entid) -> Option<ValueType> {
-    let i = e - DB_TYPE_FIRST;
-    if (0..ValueType::ALL.len() as Entid).contains(&i) {
-        Some(ValueType::ALL[i as usize])
-    } else {
-        None
-    }
+    ValueType::ALL.into_iter().find(|t| value_type_entid(*t) == e)
 }
 
 /// The schema every store starts with: the bootstrap attributes and the idents of partitions, value types,
@@ -81,6 +92,12 @@ pub fn bootstrap_schema() -> Schema {
     let mut tx_instant = attr(DB_TX_INSTANT, ":db/txInstant", ValueType::Instant);
     tx_instant.index = true;
     s.add_attribute(tx_instant);
+    s.add_attribute(attr(DB_TUPLE_TYPE, ":db/tupleType", ValueType::Ref));
+    for (e, ident) in [(DB_TUPLE_TYPES, ":db/tupleTypes"), (DB_TUPLE_ATTRS, ":db/tupleAttrs")] {
+        let mut a = attr(e, ident, ValueType::Tuple);
+        a.tuple = Some(crate::schema::TupleSpec::Homogeneous(ValueType::Ref));
+        s.add_attribute(a);
+    }
     s.add_ident(":db.part/db", DB_PART_DB);
     s.add_ident(":db.part/user", DB_PART_USER);
     s.add_ident(":db.part/tx", DB_PART_TX);
@@ -141,6 +158,9 @@ pub fn bootstrap_datoms() -> Vec<(Entid, Entid, BootValue)> {
         }
         if a.index {
             out.push((DB_INDEX, a.entid, BootValue::Bool(true)));
+        }
+        if let Some(crate::schema::TupleSpec::Homogeneous(t)) = &a.tuple {
+            out.push((DB_TUPLE_TYPE, a.entid, BootValue::Ref(value_type_entid(*t))));
         }
     }
     out.push((DB_TX_INSTANT, PART_TX_START, BootValue::Epoch));

@@ -341,13 +341,27 @@ pub fn flat_fields(
     let mut next_id = 0;
     let pattern = parse_pattern(&parse_edn(pattern_edn, "pull pattern").ok()?, schema, &mut next_id).ok()?;
     let c = Compiler::new(Ctx::new(schema, store, opts), false, held);
-    let specs = c.expand(&pattern);
+    let mut specs = c.expand(&pattern);
+    // `*` leaves out the bootstrap tuple attributes (`:db/tupleTypes`, `:db/tupleAttrs`), which the index does not
+    // hold: the transactor lets only tuple attributes, entities of `:db.part/db`, hold them, and the entity path
+    // pulls no such entity with `*` (see `mentat::entity::pull_answer`).
+    if pattern.wildcard {
+        let named = |a: Entid| pattern.specs.iter().any(|s| s.target == Target::Forward(a));
+        specs.retain(|s| match s.target {
+            Target::Forward(a) => {
+                a >= crate::layout::PART_DB_USER_START
+                    || schema.attribute(a).is_none_or(|attr| crate::entity::entity_path_type(attr.value_type))
+                    || named(a)
+            }
+            _ => true,
+        });
+    }
     for s in &specs {
         match (s.target, &s.sub) {
             (Target::DbId, _) => {}
             (Target::Forward(a), Sub::None) => {
                 let attr = schema.attribute(a)?;
-                if matches!(attr.value_type, ValueType::Uuid | ValueType::Bytes) {
+                if !crate::entity::entity_path_type(attr.value_type) {
                     return None;
                 }
                 if let Some(d) = &s.default {
@@ -383,8 +397,17 @@ pub fn entity_sql(
             if attr.unique.is_none() {
                 return Err(PlanError::syntax(&v, format!("{} is not a unique attribute", attr.ident)));
             }
-            let value = typed_literal(&items[1], attr, &v, schema)?;
             let ctx = Ctx::new(schema, store, opts);
+            let value = if attr.tuple.is_some() {
+                // A tuple (a composite's lookup ref): read and typed as a query constant of the attribute's type.
+                let c = crate::algebrize::read_constant(&ctx, &items[1], &v)?;
+                let e = crate::algebrize::coerce(&ctx, &c, &crate::types::attr_ty(attr)).ok_or_else(|| {
+                    PlanError::type_mismatch(&v, format!("{} is not a value of {}", show(&items[1]), attr.ident))
+                })?;
+                expr_sql(e)
+            } else {
+                typed_literal(&items[1], attr, &v, schema)?
+            };
             Ok(format!("(SELECT any_value(d.e) FROM {} AS d WHERE d.v = {value})", source_sql(&ctx, attr.entid)?))
         }
         _ => Err(PlanError::syntax(&v, "an entity is an entid, an ident keyword or a lookup ref [:attr value]")),
@@ -613,14 +636,18 @@ fn typed_literal(v: &Value, attr: &Attribute, form: &Value, schema: &Schema) -> 
         | (ValueType::Keyword, Constant::Keyword(_))
         | (ValueType::Boolean, Constant::Boolean(_))
         | (ValueType::Instant, Constant::Instant(_) | Constant::String(_))
-        | (ValueType::Uuid, Constant::Uuid(_) | Constant::String(_)) => true,
+        | (ValueType::Uuid, Constant::Uuid(_) | Constant::String(_))
+        | (ValueType::BigInt, Constant::BigInt(_) | Constant::Long(_))
+        | (ValueType::BigDec, Constant::BigDec(_) | Constant::BigInt(_) | Constant::Long(_))
+        | (ValueType::Float, Constant::Double(_) | Constant::Long(_))
+        | (ValueType::Symbol, Constant::Symbol(_)) => true,
         _ => false,
     };
     if !ok {
         return Err(PlanError::type_mismatch(form, format!("{} is not a {}", show(v), attr.value_type.name())));
     }
     let lit = literal(&c).ok_or_else(|| PlanError::type_mismatch(form, "not a scalar value"))?;
-    Ok(format!("CAST({} AS {})", expr_sql(lit), attr.value_type.sql_type()))
+    Ok(format!("CAST({} AS {})", expr_sql(lit), attr.sql_type()))
 }
 
 /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
@@ -1023,7 +1050,7 @@ impl Compiler<'_> {
                 (value, format!(" LEFT JOIN {} AS s ON s.e = d.{there}", level.cte), ty)
             }
             None if is_ref || reverse => (format!("{{'db/id': d.{there}}}"), String::new(), DB_ID_TYPE.to_string()),
-            None => ("d.v".to_string(), String::new(), attr.value_type.sql_type().to_string()),
+            None => ("d.v".to_string(), String::new(), attr.sql_type()),
         };
         let order = if many { format!(", d.{there} AS {o}") } else { String::new() };
         let branch = format!("SELECT d.{here} AS e, {value} AS {c}{order} FROM {from}{join}{filter}");

@@ -10,7 +10,8 @@ use std::fmt;
 /// An entity id (Datomic/Mentat "entid"): a signed 64-bit integer, allocated per partition.
 pub type Entid = i64;
 
-/// The value type of an attribute (`:db/valueType`), following Mentat's set of types.
+/// The value type of an attribute (`:db/valueType`): Mentat's set of types plus Datomic's `bigint`, `bigdec`,
+/// `float` and `symbol`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ValueType {
     Ref,
@@ -23,11 +24,24 @@ pub enum ValueType {
     Uuid,
     Uri,
     Bytes,
+    /// `:db.type/bigint` (EDN `123N`): a signed integer of up to 38 digits, DuckDB `HUGEINT`, written to Parquet
+    /// as DECIMAL(38,0) (Datomic's `java.math.BigInteger` has no bound; larger values are refused).
+    BigInt,
+    /// `:db.type/bigdec` (EDN `1.25M`): an exact decimal, DuckDB `DECIMAL(38,18)`: at most 20 digits before the
+    /// point and 18 after it; values that need more are refused, never rounded. Read back at scale 18.
+    BigDec,
+    /// `:db.type/float`: a 32-bit IEEE float, DuckDB `FLOAT`; EDN has no float literal, so doubles and integers
+    /// are rounded to the nearest float, as Datomic coerces them.
+    Float,
+    /// `:db.type/symbol` (EDN `foo`, `my.ns/bar`): the symbol's text, VARCHAR.
+    Symbol,
+    /// `:db.type/tuple`: a Datomic tuple; its element types are the attribute's [`TupleSpec`].
+    Tuple,
 }
 
 impl ValueType {
     /// Every value type, in a fixed order.
-    pub const ALL: [ValueType; 10] = [
+    pub const ALL: [ValueType; 15] = [
         ValueType::Ref,
         ValueType::Keyword,
         ValueType::Long,
@@ -38,6 +52,11 @@ impl ValueType {
         ValueType::Uuid,
         ValueType::Uri,
         ValueType::Bytes,
+        ValueType::BigInt,
+        ValueType::BigDec,
+        ValueType::Float,
+        ValueType::Symbol,
+        ValueType::Tuple,
     ];
 
     /// The ident of this type in the schema, e.g. `:db.type/string`.
@@ -53,6 +72,11 @@ impl ValueType {
             ValueType::Uuid => ":db.type/uuid",
             ValueType::Uri => ":db.type/uri",
             ValueType::Bytes => ":db.type/bytes",
+            ValueType::BigInt => ":db.type/bigint",
+            ValueType::BigDec => ":db.type/bigdec",
+            ValueType::Float => ":db.type/float",
+            ValueType::Symbol => ":db.type/symbol",
+            ValueType::Tuple => ":db.type/tuple",
         }
     }
 
@@ -62,16 +86,21 @@ impl ValueType {
     }
 
     /// The DuckDB column type that holds values of this type in the datom tables.
-    /// Keywords are stored as their text with the leading colon (`":state/open"`).
+    /// Keywords are stored as their text with the leading colon (`":state/open"`). A tuple's column type depends on
+    /// its attribute ([`Attribute::sql_type`]); on its own it is given as JSON.
     pub fn sql_type(self) -> &'static str {
         match self {
             ValueType::Ref | ValueType::Long => "BIGINT",
-            ValueType::Keyword | ValueType::String | ValueType::Uri => "VARCHAR",
+            ValueType::Keyword | ValueType::String | ValueType::Uri | ValueType::Symbol => "VARCHAR",
             ValueType::Double => "DOUBLE",
             ValueType::Boolean => "BOOLEAN",
             ValueType::Instant => "TIMESTAMPTZ",
             ValueType::Uuid => "UUID",
             ValueType::Bytes => "BLOB",
+            ValueType::BigInt => "HUGEINT",
+            ValueType::BigDec => BIGDEC_SQL,
+            ValueType::Float => "FLOAT",
+            ValueType::Tuple => "JSON",
         }
     }
 
@@ -81,11 +110,63 @@ impl ValueType {
     }
 }
 
+/// The DuckDB type of `:db.type/bigdec` values.
+pub const BIGDEC_SQL: &str = "DECIMAL(38,18)";
+/// Digits after the point that a `:db.type/bigdec` value keeps.
+pub const BIGDEC_SCALE: u32 = 18;
+
 impl fmt::Display for ValueType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.ident())
     }
 }
+
+/// The element types of a `:db.type/tuple` attribute, as Datomic declares them. Elements may be nil (NULL).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TupleSpec {
+    /// `:db/tupleAttrs [:a :b]`: a composite of these cardinality-one attributes of the same entity, `(entid,
+    /// value type)` each, maintained by the transactor (never asserted directly). Column `STRUCT(f0 .., f1 ..)`.
+    Composite(Vec<(Entid, ValueType)>),
+    /// `:db/tupleType :db.type/long`: 2 to 8 values of one type. Column `<type>[]` (a DuckDB LIST).
+    Homogeneous(ValueType),
+    /// `:db/tupleTypes [:db.type/long :db.type/string]`: 2 to 8 values, one type per position. Column
+    /// `STRUCT(f0 .., f1 ..)`.
+    Heterogeneous(Vec<ValueType>),
+}
+
+impl TupleSpec {
+    /// The DuckDB column type of the tuple's values.
+    pub fn sql_type(&self) -> String {
+        match self {
+            TupleSpec::Homogeneous(t) => format!("{}[]", t.sql_type()),
+            _ => {
+                let fields: Vec<String> =
+                    self.positions().iter().enumerate().map(|(i, t)| format!("f{i} {}", t.sql_type())).collect();
+                format!("STRUCT({})", fields.join(", "))
+            }
+        }
+    }
+
+    /// The types of a fixed-length tuple's positions (empty for a homogeneous one).
+    pub fn positions(&self) -> Vec<ValueType> {
+        match self {
+            TupleSpec::Composite(cs) => cs.iter().map(|c| c.1).collect(),
+            TupleSpec::Heterogeneous(ts) => ts.clone(),
+            TupleSpec::Homogeneous(_) => Vec::new(),
+        }
+    }
+
+    /// The type of element `i` (every element for a homogeneous tuple).
+    pub fn element(&self, i: usize) -> Option<ValueType> {
+        match self {
+            TupleSpec::Homogeneous(t) => Some(*t),
+            _ => self.positions().get(i).copied(),
+        }
+    }
+}
+
+/// The fewest and most elements a Datomic tuple has.
+pub const TUPLE_LEN: std::ops::RangeInclusive<usize> = 2..=8;
 
 /// `:db/unique` of an attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,6 +192,8 @@ pub struct Attribute {
     pub fulltext: bool,
     pub component: bool,
     pub doc: Option<String>,
+    /// The element types when `value_type` is [`ValueType::Tuple`].
+    pub tuple: Option<TupleSpec>,
 }
 
 impl Attribute {
@@ -126,6 +209,15 @@ impl Attribute {
             fulltext: false,
             component: false,
             doc: None,
+            tuple: None,
+        }
+    }
+
+    /// The DuckDB type of the attribute's values: its value type's, or its tuple's.
+    pub fn sql_type(&self) -> String {
+        match &self.tuple {
+            Some(t) => t.sql_type(),
+            None => self.value_type.sql_type().to_string(),
         }
     }
 }

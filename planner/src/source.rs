@@ -338,7 +338,8 @@ impl<'a> Ctx<'a> {
         if !self.opts.empty {
             return TableSource::Table(self.store.current(aid));
         }
-        let ty = self.schema.attribute(aid).map_or("VARCHAR", |a| a.value_type.sql_type());
+        let ty = self.schema.attribute(aid).map_or("VARCHAR".to_string(), |a| a.sql_type());
+        let ty = ty.as_str();
         use crate::layout::BootValue;
         let rows: Vec<(Entid, Expr)> = crate::layout::bootstrap_datoms()
             .into_iter()
@@ -362,7 +363,8 @@ impl<'a> Ctx<'a> {
         if !self.opts.empty {
             return TableSource::Table(self.store.history(aid));
         }
-        let ty = self.schema.attribute(aid).map_or("VARCHAR", |a| a.value_type.sql_type());
+        let ty = self.schema.attribute(aid).map_or("VARCHAR".to_string(), |a| a.sql_type());
+        let ty = ty.as_str();
         empty_relation(&["e", "v", "tx", "retracted_tx"], ty, Vec::new())
     }
 

@@ -128,7 +128,7 @@ impl IKey {
             Val::Bool(b) => IKey::Int(*b as i64),
             Val::Double(f) => IKey::Float(*f),
             Val::Str(s) | Val::Uuid(s) => IKey::Text(Arc::from(s.as_str())),
-            Val::Bytes(_) => return None,
+            Val::Bytes(_) | Val::BigInt(_) | Val::BigDec(_) | Val::Float(_) | Val::Tuple(_) => return None,
         })
     }
 
@@ -153,9 +153,10 @@ impl IKey {
     }
 }
 
-/// Whether the index holds attributes of this value type (bytes are left to the general path).
+/// Whether the index holds attributes of this value type (bytes, bigints, bigdecs, floats and tuples are left to the
+/// general path: the index keys values as 64-bit integers, doubles or text).
 pub fn indexable(t: ValueType) -> bool {
-    t != ValueType::Bytes
+    !matches!(t, ValueType::Bytes | ValueType::BigInt | ValueType::BigDec | ValueType::Float | ValueType::Tuple)
 }
 
 /// Whether an attribute gets a value order (AVET, VAET): Datomic's rule, unique, indexed or a ref.

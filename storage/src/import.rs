@@ -187,7 +187,11 @@ impl Column<'_> {
         let src = normalize_type(&self.source_type);
         let (col, tried) = (self.col(), self.cast(true));
         let extra = match t {
-            ValueType::Ref | ValueType::Long if is_fractional(&src) => format!(" OR {tried} <> {col}"),
+            ValueType::Ref | ValueType::Long | ValueType::BigInt if is_fractional(&src) => {
+                format!(" OR {tried} <> {col}")
+            }
+            // A decimal of more than 18 places would be rounded: refused, as the transactor refuses it.
+            ValueType::BigDec if src.starts_with("DECIMAL") && src != t.sql_type() => format!(" OR {tried} <> {col}"),
             ValueType::Keyword => format!(" OR NOT starts_with({tried}, ':')"),
             _ if src == t.sql_type() => return None,
             _ => String::new(),

@@ -76,8 +76,20 @@ fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetRe
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
+        let schema = store.schema();
         for t in &tables {
-            let n = conn.execute(&format!("COPY {} TO {} (FORMAT parquet)", name.table(t), file(dir, t)), [])? as i64;
+            // Parquet has no 128-bit integer (DuckDB would write a HUGEINT as a DOUBLE, losing digits): bigint
+            // values, alone or inside a tuple, are written as DECIMAL(38,0), which holds each of them exactly
+            // and which `import_store` casts back.
+            let aid = t.strip_prefix("cur_").or_else(|| t.strip_prefix("hist_")).and_then(|a| a.parse().ok());
+            let sql_type = aid.and_then(|a| schema.attribute(a)).map(|a| a.sql_type()).unwrap_or_default();
+            let source = if sql_type.contains("HUGEINT") {
+                let exact = sql_type.replace("HUGEINT", "DECIMAL(38,0)");
+                format!("(SELECT * REPLACE (CAST(v AS {exact}) AS v) FROM {})", name.table(t))
+            } else {
+                name.table(t)
+            };
+            let n = conn.execute(&format!("COPY {source} TO {} (FORMAT parquet)", file(dir, t)), [])? as i64;
             report.files += 1;
             if t.starts_with("cur_") {
                 report.current += n;

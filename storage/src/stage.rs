@@ -10,7 +10,7 @@
 use crate::error::Result;
 use crate::value::Val;
 use duckdb::{Connection, Row};
-use planner::schema::ValueType;
+use planner::schema::{Attribute, TupleSpec, ValueType};
 
 /// Temporary table for lookups.
 pub const KEYS: &str = "mentat_keys";
@@ -33,32 +33,89 @@ pub fn ensure_tables(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// The staging column that holds values of type `t`.
-pub fn stage_column(t: ValueType) -> &'static str {
+/// The staging column that holds values of attribute `a`. A tuple is staged as JSON text: an array whose elements
+/// are each element's staging value as a JSON string, or null ([`tuple_json`]).
+pub fn stage_column(a: &Attribute) -> &'static str {
+    if a.tuple.is_some() {
+        return "v_str";
+    }
+    scalar_column(a.value_type)
+}
+
+fn scalar_column(t: ValueType) -> &'static str {
     match t {
         ValueType::Ref | ValueType::Long | ValueType::Instant => "v_long",
-        ValueType::Double => "v_double",
-        ValueType::Keyword | ValueType::String | ValueType::Uri | ValueType::Uuid => "v_str",
+        ValueType::Double | ValueType::Float => "v_double",
+        ValueType::Keyword
+        | ValueType::String
+        | ValueType::Uri
+        | ValueType::Uuid
+        | ValueType::Symbol
+        | ValueType::BigInt
+        | ValueType::BigDec
+        | ValueType::Tuple => "v_str",
         ValueType::Boolean => "v_bool",
         ValueType::Bytes => "v_blob",
     }
 }
 
-/// SQL converting a staged column (`alias.v_*`) to the attribute's column type.
-pub fn to_store(t: ValueType, alias: &str) -> String {
-    let c = format!("{alias}.{}", stage_column(t));
+/// SQL converting a scalar in its staging representation (`c`, of the staging column's type) to its column type.
+fn scalar_to_store(t: ValueType, c: &str) -> String {
     match t {
         ValueType::Instant => format!("make_timestamptz({c})"),
-        ValueType::Uuid => format!("CAST({c} AS UUID)"),
-        _ => c,
+        ValueType::Uuid | ValueType::BigInt | ValueType::BigDec | ValueType::Float => {
+            format!("CAST({c} AS {})", t.sql_type())
+        }
+        _ => c.to_string(),
+    }
+}
+
+/// SQL converting a tuple's staged JSON text (`c`) to its column type: each element read back from its JSON string
+/// ([`scalar_to_store`] after a cast to its staging column's type).
+fn tuple_to_store(spec: &TupleSpec, c: &str) -> String {
+    let elem = |t: ValueType, text: String| {
+        let staged = match scalar_column(t) {
+            "v_long" => format!("CAST({text} AS BIGINT)"),
+            "v_double" => format!("CAST({text} AS DOUBLE)"),
+            "v_bool" => format!("CAST({text} AS BOOLEAN)"),
+            _ => text,
+        };
+        scalar_to_store(t, &staged)
+    };
+    let value = match spec {
+        TupleSpec::Homogeneous(t) => {
+            format!("list_transform(json_extract_string({c}, '$[*]'), lambda x: {})", elem(*t, "x".into()))
+        }
+        _ => {
+            let fields: Vec<String> = spec
+                .positions()
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| format!("f{i} := {}", elem(t, format!("json_extract_string({c}, '$[{i}]')"))))
+                .collect();
+            format!("struct_pack({})", fields.join(", "))
+        }
+    };
+    format!("CASE WHEN {c} IS NULL THEN NULL ELSE CAST({value} AS {}) END", spec.sql_type())
+}
+
+/// SQL converting a staged column (`alias.v_*`) to the attribute's column type.
+pub fn to_store(a: &Attribute, alias: &str) -> String {
+    let c = format!("{alias}.{}", stage_column(a));
+    match &a.tuple {
+        Some(spec) => tuple_to_store(spec, &c),
+        None => scalar_to_store(a.value_type, &c),
     }
 }
 
 /// SQL converting a bound parameter (`$n`, bound with [`param`]) to the attribute's column type.
-pub fn param_to_store(t: ValueType, placeholder: &str) -> String {
-    match t {
-        ValueType::Instant => format!("make_timestamptz({placeholder}::BIGINT)"),
-        ValueType::Uuid => format!("CAST({placeholder} AS UUID)"),
+pub fn param_to_store(a: &Attribute, placeholder: &str) -> String {
+    match (&a.tuple, a.value_type) {
+        (Some(spec), _) => tuple_to_store(spec, &format!("CAST({placeholder} AS VARCHAR)")),
+        (None, ValueType::Instant) => format!("make_timestamptz({placeholder}::BIGINT)"),
+        (None, t @ (ValueType::Uuid | ValueType::BigInt | ValueType::BigDec | ValueType::Float)) => {
+            format!("CAST({placeholder} AS {})", t.sql_type())
+        }
         _ => placeholder.to_string(),
     }
 }
@@ -69,32 +126,112 @@ pub fn param(v: &Val) -> duckdb::types::Value {
     match v {
         Val::Ref(x) | Val::Long(x) | Val::Instant(x) => P::BigInt(*x),
         Val::Double(x) => P::Double(*x),
-        Val::Str(s) | Val::Uuid(s) => P::Text(s.clone()),
+        Val::Float(x) => P::Double(*x as f64),
+        Val::Str(s) | Val::Uuid(s) | Val::BigInt(s) | Val::BigDec(s) => P::Text(s.clone()),
         Val::Bool(b) => P::Boolean(*b),
         Val::Bytes(b) => P::Blob(b.clone()),
+        Val::Tuple(_) => P::Text(tuple_json(v)),
     }
 }
 
+/// A tuple's staging text: a JSON array of its elements' staging values as JSON strings (integers, instants in
+/// microseconds, doubles and floats in Rust's shortest round-trip form, text as is), nil as null. Every element
+/// is a string so that a 38-digit bigint or an 18-place bigdec crosses JSON without a float in between.
+pub fn tuple_json(v: &Val) -> String {
+    let Val::Tuple(items) = v else { return String::new() };
+    let texts: Vec<serde_json::Value> =
+        items.iter().map(|i| i.as_ref().map_or(serde_json::Value::Null, |x| elem_text(x).into())).collect();
+    serde_json::Value::Array(texts).to_string()
+}
+
+fn elem_text(v: &Val) -> String {
+    match v {
+        Val::Ref(x) | Val::Long(x) | Val::Instant(x) => x.to_string(),
+        Val::Double(x) => format!("{x:?}"),
+        Val::Float(x) => format!("{x:?}"),
+        Val::Str(s) | Val::Uuid(s) | Val::BigInt(s) | Val::BigDec(s) => s.clone(),
+        Val::Bool(b) => b.to_string(),
+        Val::Bytes(_) | Val::Tuple(_) => String::new(),
+    }
+}
+
+/// A tuple element of type `t` from its staging text (as [`tuple_json`] writes it, or as DuckDB casts the
+/// element's staging value to VARCHAR).
+fn elem_from_text(t: ValueType, s: &str) -> Option<Val> {
+    Some(match t {
+        ValueType::Ref => Val::Ref(s.parse().ok()?),
+        ValueType::Long => Val::Long(s.parse().ok()?),
+        ValueType::Instant => Val::Instant(s.parse().ok()?),
+        ValueType::Double => Val::Double(s.parse().ok()?),
+        ValueType::Float => Val::Float(s.parse::<f64>().ok()? as f32),
+        ValueType::Boolean => Val::Bool(s.parse().ok()?),
+        ValueType::Uuid => Val::Uuid(s.to_string()),
+        ValueType::BigInt => Val::BigInt(planner::types::bigint_text(s)?),
+        ValueType::BigDec => Val::BigDec(planner::types::bigdec_from_text(s)?),
+        ValueType::Keyword | ValueType::String | ValueType::Uri | ValueType::Symbol => Val::Str(s.to_string()),
+        ValueType::Bytes | ValueType::Tuple => return None,
+    })
+}
+
 /// SQL converting an attribute's value column (`expr`) to its staging representation.
-pub fn from_store(t: ValueType, expr: &str) -> String {
+pub fn from_store(a: &Attribute, expr: &str) -> String {
+    let Some(spec) = &a.tuple else { return scalar_from_store(a.value_type, expr) };
+    let elem = |t: ValueType, x: String| format!("CAST({} AS VARCHAR)", scalar_from_store(t, &x));
+    let list = match spec {
+        TupleSpec::Homogeneous(t) => format!("list_transform({expr}, lambda x: {})", elem(*t, "x".into())),
+        _ => {
+            let items: Vec<String> =
+                spec.positions().into_iter().enumerate().map(|(i, t)| elem(t, format!("({expr}).f{i}"))).collect();
+            format!("list_value({})", items.join(", "))
+        }
+    };
+    format!("CAST(to_json({list}) AS VARCHAR)")
+}
+
+fn scalar_from_store(t: ValueType, expr: &str) -> String {
     match t {
         ValueType::Instant => format!("epoch_us({expr})"),
-        ValueType::Uuid => format!("CAST({expr} AS VARCHAR)"),
+        ValueType::Uuid | ValueType::BigInt | ValueType::BigDec => format!("CAST({expr} AS VARCHAR)"),
+        ValueType::Float => format!("CAST({expr} AS DOUBLE)"),
         _ => expr.to_string(),
     }
 }
 
-/// Reads a staged-representation column of a result row as a [`Val`] of type `t`.
-pub fn read_val(row: &Row<'_>, idx: usize, t: ValueType) -> duckdb::Result<Val> {
+/// Reads a staged-representation column of a result row as a [`Val`] of attribute `a`.
+pub fn read_val(row: &Row<'_>, idx: usize, a: &Attribute) -> duckdb::Result<Val> {
+    let Some(spec) = &a.tuple else { return read_scalar(row, idx, a.value_type) };
+    let text: String = row.get(idx)?;
+    let bad =
+        || duckdb::Error::FromSqlConversionFailure(idx, duckdb::types::Type::Text, format!("tuple {text}").into());
+    let items: Vec<Option<String>> = serde_json::from_str(&text).map_err(|_| bad())?;
+    let vals = items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match x {
+            None => Some(None),
+            Some(s) => elem_from_text(spec.element(i)?, s).map(Some),
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(bad)?;
+    Ok(Val::Tuple(vals))
+}
+
+fn read_scalar(row: &Row<'_>, idx: usize, t: ValueType) -> duckdb::Result<Val> {
     Ok(match t {
         ValueType::Ref => Val::Ref(row.get(idx)?),
         ValueType::Long => Val::Long(row.get(idx)?),
         ValueType::Instant => Val::Instant(row.get(idx)?),
         ValueType::Double => Val::Double(row.get(idx)?),
-        ValueType::Keyword | ValueType::String | ValueType::Uri => Val::Str(row.get(idx)?),
+        ValueType::Keyword | ValueType::String | ValueType::Uri | ValueType::Symbol => Val::Str(row.get(idx)?),
+        ValueType::BigInt => Val::BigInt(row.get(idx)?),
+        ValueType::BigDec => {
+            let text: String = row.get(idx)?;
+            Val::BigDec(planner::types::bigdec_from_text(&text).unwrap_or(text))
+        }
+        ValueType::Float => Val::Float(row.get::<_, f64>(idx)? as f32),
         ValueType::Uuid => Val::Uuid(row.get(idx)?),
         ValueType::Boolean => Val::Bool(row.get(idx)?),
-        ValueType::Bytes => Val::Bytes(row.get(idx)?),
+        ValueType::Bytes | ValueType::Tuple => Val::Bytes(row.get(idx)?),
     })
 }
 
@@ -124,12 +261,18 @@ pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = S
         e.append_value(re);
         added.append_value(radded);
         let (mut lv, mut dv, mut sv, mut bv, mut blobv) = (None, None, None, None, None);
+        let tuple_text: String;
         match v {
             Some(Val::Ref(x) | Val::Long(x) | Val::Instant(x)) => lv = Some(*x),
             Some(Val::Double(x)) => dv = Some(*x),
-            Some(Val::Str(x) | Val::Uuid(x)) => sv = Some(x.as_str()),
+            Some(Val::Float(x)) => dv = Some(*x as f64),
+            Some(Val::Str(x) | Val::Uuid(x) | Val::BigInt(x) | Val::BigDec(x)) => sv = Some(x.as_str()),
             Some(Val::Bool(x)) => bv = Some(*x),
             Some(Val::Bytes(x)) => blobv = Some(x.as_slice()),
+            Some(t @ Val::Tuple(_)) => {
+                tuple_text = tuple_json(t);
+                sv = Some(tuple_text.as_str());
+            }
             None => {}
         }
         l.append_option(lv);

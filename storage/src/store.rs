@@ -5,7 +5,7 @@ use crate::error::{Result, StorageError};
 use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::{self, StoreName};
-use planner::schema::{Attribute, Entid, Schema, Unique};
+use planner::schema::{Attribute, Entid, Schema, TupleSpec, Unique, ValueType};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -231,7 +231,7 @@ pub fn store_exists(conn: &Connection, name: &StoreName) -> Result<bool> {
 /// `:db/index` alone creates no ART index: DuckDB's zone maps and hash joins serve those attributes, and an ART
 /// index would cost every write and live in memory (storage/README.md has the measurement).
 pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
-    let t = a.value_type.sql_type();
+    let t = a.sql_type();
     let mut v = vec![
         format!("CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL)", store.current(a.entid)),
         format!(
@@ -247,7 +247,9 @@ pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
 
 /// Whether an attribute's current-state table carries an ART index on `v`: unique attributes only.
 pub fn has_art_index(a: &Attribute) -> bool {
-    a.unique.is_some()
+    // DuckDB's ART indexes take no STRUCT or LIST keys: a unique tuple is checked by a join, as every unique
+    // value is when the index is cold.
+    a.unique.is_some() && a.tuple.is_none()
 }
 
 /// The ART index on the value column of an attribute's current-state table.
@@ -310,10 +312,10 @@ pub fn unique_entid(u: Unique) -> Entid {
 /// Reads the schema cache and partition marks of an existing store: one small query per bootstrap attribute
 /// table plus the partitions table.
 pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
-    // The idents and the seven schema properties in one statement: a store is opened by the first call that names
-    // it, and on a cold file each statement costs a millisecond or more (eight of them were most of a first
-    // call's time at scale m).
-    const PROPS: [Entid; 7] = [
+    // The idents and the schema properties in one statement: a store is opened by the first call that names it,
+    // and on a cold file each statement costs a millisecond or more (eight of them were most of a first call's
+    // time at scale m).
+    const PROPS: [Entid; 10] = [
         layout::DB_VALUE_TYPE,
         layout::DB_CARDINALITY,
         layout::DB_UNIQUE,
@@ -321,23 +323,52 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
         layout::DB_FULLTEXT,
         layout::DB_IS_COMPONENT,
         layout::DB_DOC,
+        layout::DB_TUPLE_TYPE,
+        layout::DB_TUPLE_TYPES,
+        layout::DB_TUPLE_ATTRS,
     ];
-    let sql = std::iter::once(layout::DB_IDENT)
-        .chain(PROPS)
-        .map(|aid| format!("SELECT {aid} AS a, e, v::VARCHAR AS v FROM {}", name.current(aid)))
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
-    let mut st = conn.prepare(&sql)?;
-    let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
-    let rows = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+    let sql = |props: &[Entid]| {
+        std::iter::once(layout::DB_IDENT)
+            .chain(props.iter().copied())
+            .map(|aid| format!("SELECT {aid} AS a, e, v::VARCHAR AS v FROM {}", name.current(aid)))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    };
+    let read = |props: &[Entid]| -> Result<Vec<(i64, i64, String)>> {
+        let mut st = conn.prepare(&sql(props))?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
+        Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
+    };
+    let rows = match read(&PROPS) {
+        Ok(rows) => rows,
+        Err(_) => {
+            // A store written before the tuple attributes existed: give it their tables and bootstrap datoms
+            // where the database is writable, else read it without them.
+            let _ = add_missing_bootstrap(conn, name);
+            match read(&PROPS) {
+                Ok(rows) => rows,
+                Err(_) => read(&PROPS[..7])?,
+            }
+        }
+    };
     let mut schema = Schema::new();
     for (_, e, ident) in rows.iter().filter(|r| r.0 == layout::DB_IDENT) {
         schema.add_ident(ident, *e);
+    }
+    // A store written before a bootstrap ident existed (the value types `:db.type/bigint` .. `:db.type/tuple`)
+    // learns it here, so that it can install attributes of that type; its entid is reserved in every store.
+    for (ident, e) in layout::bootstrap_schema().idents() {
+        if schema.entid(ident).is_none() && schema.ident(e).is_none() {
+            schema.add_ident(ident, e);
+        }
     }
     let mut props: HashMap<Entid, HashMap<Entid, String>> = HashMap::new();
     for (aid, e, v) in rows.into_iter().filter(|r| r.0 != layout::DB_IDENT) {
         props.entry(e).or_default().insert(aid, v);
     }
+    // Composite tuples after the attributes they are made of.
+    let mut props: Vec<(Entid, HashMap<Entid, String>)> = props.into_iter().collect();
+    props.sort_by_key(|(e, p)| (p.contains_key(&layout::DB_TUPLE_ATTRS), *e));
     for (e, p) in props {
         if let Some(a) = attribute_from_props(&schema, e, &p) {
             schema.add_attribute(a);
@@ -356,6 +387,27 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
         |r| r.get(0),
     )?;
     Ok(StoreState { schema: Arc::new(schema), parts })
+}
+
+/// Creates the tables and writes the bootstrap datoms of bootstrap attributes and idents that a store written by
+/// an earlier version lacks (the tuple schema attributes, the value types added since), in one transaction.
+fn add_missing_bootstrap(conn: &Connection, name: &StoreName) -> Result<()> {
+    let tx = layout::PART_TX_START;
+    crate::in_transaction(conn, || {
+        for a in layout::bootstrap_schema().attributes() {
+            for ddl in attribute_ddl(name, a) {
+                conn.execute_batch(&ddl.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))?;
+            }
+        }
+        for (a, e, v) in layout::bootstrap_datoms() {
+            let t = name.current(a);
+            conn.execute_batch(&format!(
+                "INSERT INTO {t} SELECT {e}, {v}, {tx} WHERE NOT EXISTS (SELECT 1 FROM {t} WHERE e = {e})",
+                v = v.sql()
+            ))?;
+        }
+        Ok(())
+    })
 }
 
 /// Reads the partition marks (not `last_tx_instant`) of a store into `parts`.
@@ -395,6 +447,7 @@ pub fn attribute_from_props(schema: &Schema, e: Entid, p: &HashMap<Entid, String
         _ => None,
     };
     let flag = |a| p.get(&a).is_some_and(|v| v == "true");
+    let tuple = if value_type == ValueType::Tuple { Some(tuple_spec(schema, p)?) } else { None };
     Some(Attribute {
         entid: e,
         ident: ident.to_string(),
@@ -405,5 +458,30 @@ pub fn attribute_from_props(schema: &Schema, e: Entid, p: &HashMap<Entid, String
         fulltext: flag(layout::DB_FULLTEXT),
         component: flag(layout::DB_IS_COMPONENT),
         doc: p.get(&layout::DB_DOC).cloned(),
+        tuple,
     })
+}
+
+/// The element types of a tuple attribute from its schema datoms (`:db/tupleType`, `:db/tupleTypes` or
+/// `:db/tupleAttrs`, list values as DuckDB prints a `BIGINT[]`, `[13, 15]`); None when it has none of them. A
+/// composite's component that the schema does not hold (yet) has the placeholder type `:db.type/tuple`, which the
+/// transactor refuses when it installs the attribute.
+pub fn tuple_spec(schema: &Schema, p: &HashMap<Entid, String>) -> Option<TupleSpec> {
+    let list = |s: &String| -> Option<Vec<Entid>> {
+        let inner = s.trim().trim_start_matches('[').trim_end_matches(']');
+        inner.split(|c: char| c == ',' || c.is_whitespace()).filter(|x| !x.is_empty()).map(|x| x.parse().ok()).collect()
+    };
+    if let Some(t) = p.get(&layout::DB_TUPLE_TYPE) {
+        return Some(TupleSpec::Homogeneous(layout::value_type_of_entid(t.parse().ok()?)?));
+    }
+    if let Some(ts) = p.get(&layout::DB_TUPLE_TYPES) {
+        let ts = list(ts)?.into_iter().map(layout::value_type_of_entid).collect::<Option<Vec<_>>>()?;
+        return Some(TupleSpec::Heterogeneous(ts));
+    }
+    let attrs = list(p.get(&layout::DB_TUPLE_ATTRS)?)?;
+    let comps = attrs
+        .into_iter()
+        .map(|a| (a, schema.attribute(a).filter(|x| x.tuple.is_none()).map_or(ValueType::Tuple, |x| x.value_type)))
+        .collect();
+    Some(TupleSpec::Composite(comps))
 }

@@ -18,7 +18,7 @@ use crate::txparse::{parse_edn, parse_forms, EntityPlace, TempId, Term, ValuePla
 use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::{self, StoreName};
-use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use planner::schema::{Attribute, Entid, Schema, TupleSpec, Unique, ValueType};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -222,6 +222,7 @@ impl<'a> Tx<'a> {
         check_internal_conflicts(&self.before, &adds, &retracts, &|d, added| self.form_of(&terms, d, added))?;
         trace.mark("expand");
         self.against_current_state(&mut adds, &mut retracts)?;
+        self.maintain_composites(&mut adds, &mut retracts)?;
         trace.mark("current-state");
         self.check_unique(&terms, &adds, &retracts)?;
         trace.mark("unique");
@@ -312,15 +313,13 @@ impl<'a> Tx<'a> {
                     if self.attr(*a).unique != Some(Unique::Identity) {
                         continue;
                     }
-                    let v = match v {
-                        ValuePlace::Scalar(s) => Some(s.clone()),
-                        ValuePlace::Entity(p) => self.try_entity(p).map(Val::Ref),
-                    };
+                    let v = self.try_value(v);
                     if let Some(v) = v {
                         candidates.push((tid.clone(), *a, v));
                     }
                 }
             }
+            candidates.extend(self.composite_upserts(terms));
             let mut by_attr: BTreeMap<Entid, Vec<Val>> = BTreeMap::new();
             for (_, a, v) in &candidates {
                 by_attr.entry(*a).or_default().push(v.clone());
@@ -457,10 +456,7 @@ impl<'a> Tx<'a> {
     /// on the error path, so the successful path keeps no per-datom record of forms.
     fn form_of(&self, terms: &[Term], d: &Eav, added: bool) -> Option<String> {
         let is = |e: &EntityPlace| self.try_entity(e) == Some(d.0);
-        let val = |v: &ValuePlace| match v {
-            ValuePlace::Scalar(s) => Some(s.clone()),
-            ValuePlace::Entity(p) => self.try_entity(p).map(Val::Ref),
-        };
+        let val = |v: &ValuePlace| self.try_value(v);
         terms.iter().find_map(|t| {
             let hit = match t {
                 Term::Add { e, a, v, .. } if added => *a == d.1 && is(e) && val(v).as_ref() == Some(&d.2),
@@ -511,10 +507,30 @@ impl<'a> Tx<'a> {
         })
     }
 
+    /// A value place's value when it can be resolved now (its entities known), else None.
+    fn try_value(&self, v: &ValuePlace) -> Option<Val> {
+        match v {
+            ValuePlace::Scalar(s) => Some(s.clone()),
+            ValuePlace::Entity(p) => self.try_entity(p).map(Val::Ref),
+            ValuePlace::Tuple(items) => Some(Val::Tuple(
+                items
+                    .iter()
+                    .map(|i| match i {
+                        None => Some(None),
+                        Some(p) => self.try_value(p).map(Some),
+                    })
+                    .collect::<Option<_>>()?,
+            )),
+        }
+    }
+
     fn value(&self, v: &ValuePlace, form: &str) -> Result<Val> {
         match v {
             ValuePlace::Scalar(s) => Ok(s.clone()),
             ValuePlace::Entity(p) => Ok(Val::Ref(self.entity(p, form)?)),
+            ValuePlace::Tuple(items) => Ok(Val::Tuple(
+                items.iter().map(|i| i.as_ref().map(|p| self.value(p, form)).transpose()).collect::<Result<_>>()?,
+            )),
         }
     }
 
@@ -562,8 +578,12 @@ impl<'a> Tx<'a> {
             stage::fill(self.conn, KEYS, frontier.iter().map(|e| (0, *e, None, false, 0, 0)))?;
             let mut next = Vec::new();
             for attr in self.before.attributes() {
-                let t = attr.value_type;
-                let refs = if t == ValueType::Ref { " OR c.v IN (SELECT e FROM mentat_keys)" } else { "" };
+                let t = attr;
+                let refs = if t.value_type == ValueType::Ref && t.tuple.is_none() {
+                    " OR c.v IN (SELECT e FROM mentat_keys)"
+                } else {
+                    ""
+                };
                 let sql = format!(
                     "SELECT c.e, {} FROM {} c WHERE c.e IN (SELECT e FROM {KEYS}){refs}",
                     from_store(t, "c.v"),
@@ -634,6 +654,111 @@ impl<'a> Tx<'a> {
         for d in retracts.iter() {
             if let Some(tx) = tx_of(d.0, d.1, &d.2) {
                 self.asserted_in.insert(d.clone(), tx);
+            }
+        }
+        Ok(())
+    }
+
+    /// The composite tuples (`:db/tupleAttrs`) of the schema, with their component attributes.
+    fn composites(&self) -> Vec<(Entid, Vec<Entid>, bool)> {
+        self.before
+            .attributes()
+            .into_iter()
+            .filter_map(|a| match &a.tuple {
+                Some(TupleSpec::Composite(cs)) => {
+                    Some((a.entid, cs.iter().map(|c| c.0).collect(), a.unique == Some(Unique::Identity)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Upsert candidates of `:db.unique/identity` composite tuples: a tempid entity that asserts every component
+    /// of such a composite upserts into the entity whose composite has those values, as a tempid asserting a
+    /// unique identity value does.
+    fn composite_upserts(&self, terms: &[Term]) -> Vec<(TempId, Entid, Val)> {
+        let composites: Vec<_> = self.composites().into_iter().filter(|c| c.2).collect();
+        if composites.is_empty() {
+            return Vec::new();
+        }
+        let mut given: HashMap<(&TempId, Entid), Val> = HashMap::new();
+        for t in terms {
+            if let Term::Add { e: EntityPlace::TempId(tid), a, v, .. } = t {
+                if let Some(v) = self.try_value(v) {
+                    given.insert((tid, *a), v);
+                }
+            }
+        }
+        let tids: BTreeSet<&TempId> = given.keys().map(|k| k.0).collect();
+        let mut out = Vec::new();
+        for tid in tids {
+            for (c, comps, _) in &composites {
+                let vals: Option<Vec<Option<Val>>> =
+                    comps.iter().map(|a| given.get(&(tid, *a)).cloned().map(Some)).collect();
+                if let Some(vals) = vals {
+                    out.push((tid.clone(), *c, Val::Tuple(vals)));
+                }
+            }
+        }
+        out
+    }
+
+    /// Keeps composite tuples (`:db/tupleAttrs`) true to their components, as Datomic's transactor does: for every
+    /// entity whose component datoms this transaction changes, the composite becomes the tuple of the components'
+    /// values after the transaction (nil for an absent one), replacing the old composite, and is retracted when
+    /// every component is gone. Entities not touched keep their composites (an attribute installed later is not
+    /// backfilled: re-assert a component to compute it, as in Datomic).
+    fn maintain_composites(&mut self, adds: &mut Vec<Eav>, retracts: &mut Vec<Eav>) -> Result<()> {
+        let composites = self.composites();
+        if composites.is_empty() {
+            return Ok(());
+        }
+        let mut touched: BTreeSet<(Entid, usize)> = BTreeSet::new();
+        for (e, a, _) in adds.iter().chain(retracts.iter()) {
+            for (i, (_, comps, _)) in composites.iter().enumerate() {
+                if comps.contains(a) {
+                    touched.insert((*e, i));
+                }
+            }
+        }
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let mut pairs: Vec<(Entid, Entid)> = Vec::new();
+        for (e, i) in &touched {
+            if self.new_entities.contains(e) {
+                continue;
+            }
+            let (c, comps, _) = &composites[*i];
+            pairs.push((*e, *c));
+            pairs.extend(comps.iter().map(|a| (*e, *a)));
+        }
+        pairs.sort();
+        pairs.dedup();
+        let current = self.current_values(&pairs)?;
+        let added: HashMap<(Entid, Entid), Val> = adds.iter().map(|d| ((d.0, d.1), d.2.clone())).collect();
+        let retracted: HashSet<Eav> = retracts.iter().cloned().collect();
+        let now = |e: Entid, a: Entid| current.get(&(e, a)).and_then(|vs| vs.first()).cloned();
+        for (e, i) in touched {
+            let (c, comps, _) = &composites[i];
+            let elems: Vec<Option<Val>> = comps
+                .iter()
+                .map(|a| match added.get(&(e, *a)) {
+                    Some(v) => Some(v.clone()),
+                    None => now(e, *a).map(|p| p.0).filter(|v| !retracted.contains(&(e, *a, v.clone()))),
+                })
+                .collect();
+            let new = if elems.iter().all(Option::is_none) { None } else { Some(Val::Tuple(elems)) };
+            let old = now(e, *c).filter(|(v, _)| !retracted.contains(&(e, *c, v.clone())));
+            if old.as_ref().map(|o| &o.0) == new.as_ref() {
+                continue;
+            }
+            if let Some((v, tx)) = old {
+                self.asserted_in.insert((e, *c, v.clone()), tx);
+                retracts.push((e, *c, v));
+            }
+            if let Some(v) = new {
+                adds.push((e, *c, v));
             }
         }
         Ok(())
@@ -719,6 +844,9 @@ impl<'a> Tx<'a> {
                 props.entry(*e).or_default().insert(*a, text(v));
             }
         }
+        // Composite tuples after the attributes they are made of, which the same transaction may install.
+        let mut touched: Vec<Entid> = touched.into_iter().collect();
+        touched.sort_by_key(|e| (props[e].contains_key(&layout::DB_TUPLE_ATTRS), *e));
         for e in touched {
             let p = &props[&e];
             let old = self.before.attribute(e).cloned();
@@ -730,10 +858,28 @@ impl<'a> Tx<'a> {
                 reason: format!("{reason} (in {form})"),
             };
             match (old, new) {
+                (None, None) | (None, Some(Attribute { tuple: None, .. }))
+                    if [layout::DB_TUPLE_TYPE, layout::DB_TUPLE_TYPES, layout::DB_TUPLE_ATTRS]
+                        .iter()
+                        .any(|k| p.contains_key(k))
+                        && p.get(&layout::DB_VALUE_TYPE)
+                            != Some(&layout::value_type_entid(ValueType::Tuple).to_string()) =>
+                {
+                    return Err(err(
+                        ":db/tupleAttrs, :db/tupleType and :db/tupleTypes describe a :db.type/tuple attribute".into(),
+                    ));
+                }
                 (None, None) => {
                     let partial = [layout::DB_VALUE_TYPE, layout::DB_CARDINALITY, layout::DB_UNIQUE]
                         .iter()
                         .any(|k| p.contains_key(k));
+                    let tuple =
+                        p.get(&layout::DB_VALUE_TYPE) == Some(&layout::value_type_entid(ValueType::Tuple).to_string());
+                    if tuple && p.contains_key(&layout::DB_CARDINALITY) {
+                        return Err(err(
+                            ":db.type/tuple needs one of :db/tupleAttrs, :db/tupleType or :db/tupleTypes".into()
+                        ));
+                    }
                     if partial {
                         return Err(err(
                             "an attribute needs :db/ident, :db/valueType and :db/cardinality together".into()
@@ -752,6 +898,7 @@ impl<'a> Tx<'a> {
                             err(":db.error/components-must-be-refs: :db/isComponent needs :db.type/ref".into()),
                         );
                     }
+                    check_tuple(&self.schema, &new).map_err(err)?;
                     for sql in store::attribute_ddl(self.store, &new) {
                         self.conn.execute_batch(&sql)?;
                     }
@@ -775,6 +922,9 @@ impl<'a> Tx<'a> {
         if old.value_type != new.value_type {
             return Err(err(":db/valueType never changes once installed"));
         }
+        if old.tuple != new.tuple {
+            return Err(err(":db/tupleAttrs, :db/tupleType and :db/tupleTypes never change once installed"));
+        }
         if new.fulltext != old.fulltext {
             return Err(err(":db/fulltext cannot be changed once installed"));
         }
@@ -788,11 +938,8 @@ impl<'a> Tx<'a> {
             }
         }
         if new.unique.is_some() && old.unique.is_none() {
-            let sql = format!(
-                "SELECT {} FROM {table} GROUP BY v HAVING count(*) > 1 LIMIT 1",
-                from_store(old.value_type, "v")
-            );
-            if let Some(v) = optional(self.conn.query_row(&sql, [], |r| read_val(r, 0, old.value_type)))? {
+            let sql = format!("SELECT {} FROM {table} GROUP BY v HAVING count(*) > 1 LIMIT 1", from_store(old, "v"));
+            if let Some(v) = optional(self.conn.query_row(&sql, [], |r| read_val(r, 0, old)))? {
                 return Err(err(&format!("cannot become :db/unique: value {v} is held by more than one entity")));
             }
         }
@@ -858,7 +1005,7 @@ pub(crate) fn read_current(
     if pairs.is_empty() {
         return Ok(out);
     }
-    let value_type = |a: Entid| schema.attribute(a).expect("pairs name attributes of the schema").value_type;
+    let value_type = |a: Entid| schema.attribute(a).expect("pairs name attributes of the schema");
     let snap = store.index.snapshot();
     let mut rest: Vec<(Entid, Entid)> = Vec::new();
     let mut keys = Vec::new();
@@ -871,7 +1018,7 @@ pub(crate) fn read_current(
         ix.current(e, &mut keys);
         if !keys.is_empty() {
             let t = value_type(a);
-            out.insert((e, a), keys.iter().map(|(k, tx)| (k.to_val(t), *tx)).collect());
+            out.insert((e, a), keys.iter().map(|(k, tx)| (k.to_val(t.value_type), *tx)).collect());
         }
     }
     let pairs = rest;
@@ -941,11 +1088,8 @@ pub(crate) fn read_holders(
         }
     }
     stage::fill(conn, KEYS, values.iter().enumerate().map(|(i, v)| (aid, i as i64, Some(*v), false, 0, 0)))?;
-    let sql = format!(
-        "SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}",
-        store.name.current(aid),
-        to_store(attr.value_type, "k")
-    );
+    let sql =
+        format!("SELECT k.e, c.e FROM {KEYS} k JOIN {} c ON c.v = {}", store.name.current(aid), to_store(attr, "k"));
     let mut st = conn.prepare_cached(&sql)?;
     let found = st.query_map([], |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?)))?;
     Ok(found.collect::<std::result::Result<_, _>>()?)
@@ -969,7 +1113,7 @@ pub(crate) fn write_datoms<'d>(
         conn.prepare_cached(&sql)?.execute(params)?;
         Ok(())
     };
-    let value_type = |a: Entid| schema.attribute(a).expect("datoms name attributes of the schema").value_type;
+    let value_type = |a: Entid| schema.attribute(a).expect("datoms name attributes of the schema");
     if adds.clone().take(SMALL_TX + 1).count() + retracts.clone().take(SMALL_TX + 1).count() <= SMALL_TX {
         for (d, asserted, tx) in retracts {
             let (cur, hist) = (store.current(d.1), store.history(d.1));
@@ -1045,7 +1189,48 @@ fn optional<T>(r: duckdb::Result<T>) -> Result<Option<T>> {
 
 /// Attributes whose datoms describe idents and attributes (`:db/ident` .. `:db/doc`).
 pub(crate) fn is_schema_attr(a: Entid) -> bool {
-    (layout::DB_IDENT..=layout::DB_DOC).contains(&a)
+    (layout::DB_IDENT..=layout::DB_DOC).contains(&a) || (layout::DB_TUPLE_TYPE..=layout::DB_TUPLE_ATTRS).contains(&a)
+}
+
+/// Datomic's rules for a new tuple attribute (`Err` names the rule broken): 2 to 8 positions; element types that are
+/// scalars (no tuples, no bytes); a composite of installed cardinality-one attributes that are not tuples, and of
+/// cardinality one itself.
+fn check_tuple(schema: &Schema, a: &Attribute) -> std::result::Result<(), String> {
+    let scalar = |t: &ValueType| !matches!(t, ValueType::Tuple | ValueType::Bytes);
+    match &a.tuple {
+        None => Ok(()),
+        Some(TupleSpec::Homogeneous(t)) if scalar(t) => Ok(()),
+        Some(TupleSpec::Homogeneous(t)) => Err(format!(":db/tupleType {} is not a scalar type", t.ident())),
+        Some(TupleSpec::Heterogeneous(ts)) => {
+            if !planner::schema::TUPLE_LEN.contains(&ts.len()) {
+                return Err(format!(":db/tupleTypes has {} types; a tuple has 2 to 8", ts.len()));
+            }
+            match ts.iter().find(|t| !scalar(t)) {
+                Some(t) => Err(format!(":db/tupleTypes holds {}, which is not a scalar type", t.ident())),
+                None => Ok(()),
+            }
+        }
+        Some(TupleSpec::Composite(cs)) => {
+            if !planner::schema::TUPLE_LEN.contains(&cs.len()) {
+                return Err(format!(":db/tupleAttrs has {} attributes; a tuple has 2 to 8", cs.len()));
+            }
+            if a.many {
+                return Err("a composite tuple (:db/tupleAttrs) is :db.cardinality/one".into());
+            }
+            for (c, _) in cs {
+                let name = schema.ident(*c).map_or_else(|| c.to_string(), str::to_string);
+                match schema.attribute(*c) {
+                    None => return Err(format!(":db/tupleAttrs names {name}, which is not an attribute")),
+                    Some(x) if x.tuple.is_some() => return Err(format!(":db/tupleAttrs names the tuple {name}")),
+                    Some(x) if x.many => {
+                        return Err(format!(":db/tupleAttrs names {name}, which is :db.cardinality/many"))
+                    }
+                    Some(_) => {}
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The schema datoms of an installed attribute, as the text `attribute_from_props` reads.
@@ -1070,6 +1255,19 @@ fn attribute_props(a: &Attribute) -> HashMap<Entid, String> {
     }
     if let Some(d) = &a.doc {
         p.insert(layout::DB_DOC, d.clone());
+    }
+    let list = |es: Vec<Entid>| format!("[{}]", es.iter().map(Entid::to_string).collect::<Vec<_>>().join(", "));
+    match &a.tuple {
+        Some(TupleSpec::Homogeneous(t)) => {
+            p.insert(layout::DB_TUPLE_TYPE, layout::value_type_entid(*t).to_string());
+        }
+        Some(TupleSpec::Heterogeneous(ts)) => {
+            p.insert(layout::DB_TUPLE_TYPES, list(ts.iter().map(|t| layout::value_type_entid(*t)).collect()));
+        }
+        Some(TupleSpec::Composite(cs)) => {
+            p.insert(layout::DB_TUPLE_ATTRS, list(cs.iter().map(|c| c.0).collect()));
+        }
+        None => {}
     }
     p
 }

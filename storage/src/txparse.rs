@@ -10,7 +10,7 @@
 use crate::error::{Result, StorageError};
 use crate::value::{scalar_from_edn, Val};
 use edn_format::{Keyword, Value as Edn};
-use planner::schema::{Attribute, Entid, Schema, Unique, ValueType};
+use planner::schema::{Attribute, Entid, Schema, TupleSpec, Unique, ValueType, TUPLE_LEN};
 use std::sync::Arc;
 
 /// A tempid: one the user wrote, or one the transactor made for a map without `:db/id`.
@@ -46,6 +46,9 @@ pub enum EntityPlace {
 pub enum ValuePlace {
     Scalar(Val),
     Entity(EntityPlace),
+    /// A `:db.type/tuple` value whose elements (nil as `None`) are resolved like values: a ref element may name an
+    /// attribute installed by an earlier map form of the same transaction.
+    Tuple(Vec<Option<ValuePlace>>),
 }
 
 /// The EDN text of a top-level transaction form, shared by all the terms that come from it.
@@ -94,7 +97,8 @@ impl Term {
         };
         std::iter::once(self.entity()).chain(values.into_iter().flatten().filter_map(|v| match v {
             ValuePlace::Entity(p) => Some(p),
-            ValuePlace::Scalar(_) => None,
+            // A tuple's ref elements are entids, installed idents or map entities of this transaction.
+            ValuePlace::Scalar(_) | ValuePlace::Tuple(_) => None,
         }))
     }
 
@@ -132,11 +136,20 @@ pub struct TermBuilder<'s> {
     pub terms: Vec<Term>,
     /// The text of the top-level form being read.
     current: FormText,
+    /// Idents declared by the map forms read so far (`{:db/ident :reg/course ...}`), with their entities: a tuple's
+    /// ref elements (`:db/tupleAttrs [:reg/course ...]`) may name them before the schema holds them.
+    declared: std::collections::HashMap<String, EntityPlace>,
 }
 
 impl<'s> TermBuilder<'s> {
     pub fn new(schema: &'s Schema) -> TermBuilder<'s> {
-        TermBuilder { schema, next_internal: 0, terms: Vec::new(), current: Arc::from("") }
+        TermBuilder {
+            schema,
+            next_internal: 0,
+            terms: Vec::new(),
+            current: Arc::from(""),
+            declared: Default::default(),
+        }
     }
 
     /// Adds the terms of one top-level form.
@@ -260,12 +273,23 @@ impl<'s> TermBuilder<'s> {
             }
         };
         for (k, v) in entries {
+            if let (Edn::Keyword(kw), Edn::Keyword(ident)) = (k, v) {
+                if kw.to_string() == ":db/ident" {
+                    self.declared.insert(ident.to_string(), e.clone());
+                }
+            }
+        }
+        for (k, v) in entries {
             if matches!(k, Edn::Keyword(kw) if kw.to_string() == ":db/id") {
                 continue;
             }
             let (attr, reverse) = self.attribute(k, form)?;
             // Datomic's grammar takes the values of a cardinality-many attribute as a vector, a list or a set
             let values: Vec<&Edn> = match v {
+                // A tuple is one value; a cardinality-many tuple attribute takes a collection of tuples.
+                Edn::Vector(items) if attr.tuple.is_some() && !(attr.many && items.iter().all(is_collection)) => {
+                    vec![v]
+                }
                 Edn::Vector(items) if !self.is_lookup_ref(attr, v) => items.iter().collect(),
                 Edn::List(items) if !is_entity_call(v) => items.iter().collect(),
                 Edn::Set(items) => items.iter().collect(),
@@ -361,7 +385,20 @@ impl<'s> TermBuilder<'s> {
         if attr.unique.is_none() {
             return Err(err(format!("{} is not :db/unique", attr.ident)));
         }
-        let val = if attr.value_type == ValueType::Ref {
+        let val = if let Some(spec) = &attr.tuple {
+            let place = self.tuple_value(attr, spec, v, &text, true)?;
+            let ValuePlace::Tuple(items) = place else { unreachable!("tuple_value gives tuples") };
+            let items = items
+                .into_iter()
+                .map(|i| match i {
+                    None => Ok(None),
+                    Some(ValuePlace::Scalar(s)) => Ok(Some(s)),
+                    Some(ValuePlace::Entity(EntityPlace::Entid(e))) => Ok(Some(Val::Ref(e))),
+                    Some(_) => Err(err("a lookup ref's tuple names entities by entid or installed ident".into())),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Val::Tuple(items)
+        } else if attr.value_type == ValueType::Ref {
             match v {
                 Edn::Integer(i) => Val::Ref(*i),
                 _ => return Err(err("a lookup ref on a ref attribute takes an entid".into())),
@@ -381,6 +418,9 @@ impl<'s> TermBuilder<'s> {
 
     /// Parses a value position for `attr`.
     fn value(&mut self, attr: &Attribute, v: &Edn, form: &str) -> Result<ValuePlace> {
+        if let Some(spec) = &attr.tuple {
+            return self.tuple_value(attr, spec, v, form, false);
+        }
         if attr.value_type != ValueType::Ref {
             if matches!(v, Edn::Vector(items) if items.len() == 2 && matches!(items[0], Edn::Keyword(_)))
                 || matches!(v, Edn::List(items) if matches!(items.first(), Some(Edn::Symbol(s)) if s.to_string() == "lookup-ref"))
@@ -409,6 +449,79 @@ impl<'s> TermBuilder<'s> {
             }),
         }
     }
+}
+
+impl TermBuilder<'_> {
+    /// A tuple value for `attr` (Datomic's rules): a vector of 2 to 8 elements, as many as a fixed tuple has
+    /// positions, each of its position's type or nil. A composite tuple (`:db/tupleAttrs`) is the transactor's to
+    /// maintain and is refused here, as Datomic refuses it.
+    fn tuple_value(
+        &self,
+        attr: &Attribute,
+        spec: &TupleSpec,
+        v: &Edn,
+        form: &str,
+        composite_ok: bool,
+    ) -> Result<ValuePlace> {
+        let wrong = |why: String| StorageError::WrongType {
+            value: edn_format::emit_str(v),
+            attribute: attr.ident.clone(),
+            expected: format!("{} ({why})", attr.value_type.ident()),
+            form: form.to_string(),
+        };
+        if matches!(spec, TupleSpec::Composite(_)) && !composite_ok {
+            return Err(StorageError::BadForm {
+                form: form.to_string(),
+                reason: format!(
+                    "{} is a composite tuple of :db/tupleAttrs, kept by the transactor: assert its attributes instead",
+                    attr.ident
+                ),
+            });
+        }
+        let Edn::Vector(items) = v else { return Err(wrong("a tuple is a vector".into())) };
+        let len_ok = match spec {
+            TupleSpec::Homogeneous(_) => TUPLE_LEN.contains(&items.len()),
+            _ => items.len() == spec.positions().len(),
+        };
+        if !len_ok {
+            let want = match spec {
+                TupleSpec::Homogeneous(_) => "2 to 8".to_string(),
+                _ => spec.positions().len().to_string(),
+            };
+            return Err(wrong(format!("{want} elements, not {}", items.len())));
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let t = spec.element(i).unwrap_or(ValueType::Tuple);
+            let place = match (t, item) {
+                (_, Edn::Nil) => None,
+                (ValueType::Ref, Edn::Integer(e)) => Some(ValuePlace::Entity(EntityPlace::Entid(*e))),
+                (ValueType::Ref, Edn::Keyword(k)) => {
+                    let k = k.to_string();
+                    Some(ValuePlace::Entity(match (self.schema.entid(&k), self.declared.get(&k)) {
+                        (Some(e), _) => EntityPlace::Entid(e),
+                        (None, Some(p)) => p.clone(),
+                        (None, None) => EntityPlace::Ident(k),
+                    }))
+                }
+                (ValueType::Ref, _) => return Err(wrong(format!("element {i} must be an entid or an ident"))),
+                (t, item) => {
+                    let elem = Attribute::new(attr.entid, &attr.ident, t);
+                    Some(ValuePlace::Scalar(
+                        scalar_from_edn(item, &elem, form)
+                            .map_err(|_| wrong(format!("element {i} must be a {}", t.name())))?,
+                    ))
+                }
+            };
+            out.push(place);
+        }
+        Ok(ValuePlace::Tuple(out))
+    }
+}
+
+/// Whether an EDN value is a vector, list or set (a collection of tuples for a cardinality-many tuple attribute).
+fn is_collection(v: &Edn) -> bool {
+    matches!(v, Edn::Vector(_) | Edn::List(_) | Edn::Set(_))
 }
 
 /// `:ns/_name` → `:ns/name`; None for a forward keyword.

@@ -3,29 +3,39 @@
 use crate::error::{Result, StorageError};
 use edn_format::Value as Edn;
 use planner::schema::{Attribute, ValueType};
+use planner::types::{bigdec_text, bigint_text};
 use std::hash::{Hash, Hasher};
 
 /// A datom value, already checked against its attribute's value type.
 ///
-/// Keywords are kept as their text with the leading colon (`":state/open"`), instants as microseconds since
-/// the Unix epoch (UTC), uuids in canonical hyphenated text.
+/// Keywords are kept as their text with the leading colon (`":state/open"`), symbols as their text, instants as
+/// microseconds since the Unix epoch (UTC), uuids in canonical hyphenated text, bigints and bigdecs as their
+/// canonical decimal text ([`planner::types::bigint_text`], [`planner::types::bigdec_text`]), floats as `f32`.
 #[derive(Clone, Debug)]
 pub enum Val {
     Ref(i64),
     Long(i64),
     Double(f64),
-    /// `:db.type/string`, `:db.type/keyword` and `:db.type/uri` values.
+    /// `:db.type/string`, `:db.type/keyword`, `:db.type/uri` and `:db.type/symbol` values.
     Str(String),
     Bool(bool),
     Instant(i64),
     Uuid(String),
     Bytes(Vec<u8>),
+    BigInt(String),
+    BigDec(String),
+    Float(f32),
+    /// A `:db.type/tuple` value: its elements, typed by the attribute's [`planner::schema::TupleSpec`]; `None` is nil.
+    Tuple(Vec<Option<Val>>),
 }
 
 impl PartialEq for Val {
     fn eq(&self, other: &Val) -> bool {
         match (self, other) {
             (Val::Double(a), Val::Double(b)) => a.to_bits() == b.to_bits(),
+            (Val::Float(a), Val::Float(b)) => a.to_bits() == b.to_bits(),
+            (Val::BigInt(a), Val::BigInt(b)) | (Val::BigDec(a), Val::BigDec(b)) => a == b,
+            (Val::Tuple(a), Val::Tuple(b)) => a == b,
             (Val::Ref(a), Val::Ref(b)) | (Val::Long(a), Val::Long(b)) | (Val::Instant(a), Val::Instant(b)) => a == b,
             (Val::Str(a), Val::Str(b)) | (Val::Uuid(a), Val::Uuid(b)) => a == b,
             (Val::Bool(a), Val::Bool(b)) => a == b,
@@ -42,7 +52,9 @@ impl Hash for Val {
         match self {
             Val::Ref(x) | Val::Long(x) | Val::Instant(x) => x.hash(h),
             Val::Double(x) => x.to_bits().hash(h),
-            Val::Str(s) | Val::Uuid(s) => s.hash(h),
+            Val::Float(x) => x.to_bits().hash(h),
+            Val::Tuple(items) => items.hash(h),
+            Val::Str(s) | Val::Uuid(s) | Val::BigInt(s) | Val::BigDec(s) => s.hash(h),
             Val::Bool(b) => b.hash(h),
             Val::Bytes(b) => b.hash(h),
         }
@@ -63,6 +75,22 @@ impl std::fmt::Display for Val {
             },
             Val::Uuid(s) => write!(f, "#uuid \"{s}\""),
             Val::Bytes(b) => write!(f, "#bytes[{} bytes]", b.len()),
+            Val::BigInt(s) => write!(f, "{s}N"),
+            Val::BigDec(s) => write!(f, "{s}M"),
+            Val::Float(x) => write!(f, "{x:?}"),
+            Val::Tuple(items) => {
+                f.write_str("[")?;
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    match x {
+                        Some(v) => write!(f, "{v}")?,
+                        None => f.write_str("nil")?,
+                    }
+                }
+                f.write_str("]")
+            }
         }
     }
 }
@@ -72,7 +100,11 @@ impl std::fmt::Display for Val {
 ///
 /// Accepted spellings: longs from integers; doubles from floats or integers; strings and uris from strings;
 /// keywords from keywords; booleans; instants from `#inst` or integer milliseconds (Datomic's `java.util.Date`
-/// millis); uuids from `#uuid` or a uuid string; bytes from a string (its UTF-8 bytes).
+/// millis); uuids from `#uuid` or a uuid string; bytes from a string (its UTF-8 bytes); symbols from symbols;
+/// bigints from `123N` or integers; bigdecs from `1.25M`, `123N` or integers (never from doubles, which are not
+/// exact); floats from doubles or integers, rounded to the nearest `f32` as Datomic coerces them (a double beyond
+/// `f32`'s range is refused). A bigint beyond HUGEINT or a bigdec beyond `DECIMAL(38,18)` is refused with the
+/// wrong-type error, never rounded.
 pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &str) -> Result<Val> {
     let wrong = || StorageError::WrongType {
         value: edn_format::emit_str(v),
@@ -92,8 +124,25 @@ pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &str) -> Result<Val> {
         (ValueType::Uuid, Edn::Uuid(u)) => Val::Uuid(u.to_hyphenated().to_string()),
         (ValueType::Uuid, Edn::String(s)) => Val::Uuid(parse_uuid(s).ok_or_else(wrong)?),
         (ValueType::Bytes, Edn::String(s)) => Val::Bytes(s.as_bytes().to_vec()),
+        (ValueType::Symbol, Edn::Symbol(s)) => Val::Str(s.to_string()),
+        (ValueType::BigInt, Edn::BigInt(b)) => Val::BigInt(bigint_text(&b.to_string()).ok_or_else(wrong)?),
+        (ValueType::BigInt, Edn::Integer(i)) => Val::BigInt(i.to_string()),
+        (ValueType::BigDec, Edn::BigDec(d)) => {
+            let (digits, scale) = d.as_bigint_and_exponent();
+            Val::BigDec(bigdec_text(&digits.to_string(), scale).ok_or_else(wrong)?)
+        }
+        (ValueType::BigDec, Edn::BigInt(b)) => Val::BigDec(bigdec_text(&b.to_string(), 0).ok_or_else(wrong)?),
+        (ValueType::BigDec, Edn::Integer(i)) => Val::BigDec(i.to_string()),
+        (ValueType::Float, Edn::Float(x)) => Val::Float(float_of(x.into_inner()).ok_or_else(wrong)?),
+        (ValueType::Float, Edn::Integer(i)) => Val::Float(*i as f32),
         _ => return Err(wrong()),
     })
+}
+
+/// The `f32` nearest a double, or None when the double is finite and beyond `f32`'s range.
+fn float_of(x: f64) -> Option<f32> {
+    let f = x as f32;
+    (f.is_finite() || !x.is_finite()).then_some(f)
 }
 
 fn parse_uuid(s: &str) -> Option<String> {

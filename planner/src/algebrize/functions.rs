@@ -88,6 +88,19 @@ impl Scope {
     /// Binds the elements of a tuple value `t` to a tuple binding `[?a ?b]` (`_` skips one).
     fn bind_tuple(&mut self, ctx: &Ctx, call: &Call, vars: &[Option<Var>], t: TExpr) -> Result<(), PlanError> {
         let form = &call.form;
+        // A homogeneous tuple (a LIST, `:db/tupleType`) binds as many variables as it has elements: rows whose
+        // tuple has another length do not match.
+        if let Ty::List(elem) = &t.ty {
+            let len = Expr::Func("len", vec![t.expr.clone()]);
+            self.alg.filters.push(Expr::eq(len, Expr::int(vars.len() as i64)));
+            for (i, v) in vars.iter().enumerate() {
+                if let Some(v) = v {
+                    let item = Expr::Func("list_extract", vec![t.expr.clone(), Expr::int(i as i64 + 1)]);
+                    self.bind_computed(ctx, call, v, TExpr::new(item, (**elem).clone()))?;
+                }
+            }
+            return Ok(());
+        }
         let Ty::Tuple(tys) = &t.ty else {
             return Err(PlanError::type_mismatch(form, format!("{} of a {} binds no tuple", call.name, t.ty.name())));
         };
@@ -411,7 +424,7 @@ impl Scope {
                 format!("get-else on cardinality-many attribute {}", attr.ident),
             ));
         }
-        let ty = Ty::Value(attr.value_type);
+        let ty = crate::types::attr_ty(&attr);
         let default = match self.operand(ctx, &call.args[3], &call.form)? {
             Operand::Const(c) => coerce(ctx, &c, &ty)
                 .ok_or_else(|| PlanError::type_mismatch(&call.form, format!("the default must be a {}", ty.name())))?,
@@ -472,7 +485,7 @@ impl Scope {
             let alias = self.left_join(ctx, call, a)?;
             whens.push((Expr::IsNotNull(Box::new(Expr::col(&alias, "e"))), Expr::int(a.entid)));
             let v = Expr::col(&alias, "v");
-            values.push(if ty == Ty::Mixed && a.value_type.sql_type() != "VARCHAR" { v.cast("VARCHAR") } else { v });
+            values.push(if ty == Ty::Mixed && a.sql_type() != "VARCHAR" { v.cast("VARCHAR") } else { v });
         }
         let attr_expr = Expr::Case { whens, otherwise: None };
         self.alg.filters.push(Expr::IsNotNull(Box::new(attr_expr.clone())));

@@ -367,7 +367,7 @@ impl Scope {
         let alias = ctx.alias("t");
         // Term positions 0, 2, 3, 4 are the columns e, v, tx, added (1 is the attribute).
         let mut cols: Vec<(usize, &str, Ty)> =
-            vec![(0, "e", Ty::REF), (2, "v", Ty::Value(attr.value_type)), (3, "tx", Ty::REF)];
+            vec![(0, "e", Ty::REF), (2, "v", crate::types::attr_ty(attr)), (3, "tx", Ty::REF)];
         if ctx.history() {
             cols.push((4, "added", Ty::BOOLEAN));
         }
@@ -402,17 +402,17 @@ impl Scope {
             .schema
             .attributes()
             .into_iter()
-            .filter(|a| v_constraint.as_ref().is_none_or(|ty| ty.join(&Ty::Value(a.value_type)).is_some()))
-            .filter(|a| v_const.as_ref().is_none_or(|c| coerce(ctx, c, &Ty::Value(a.value_type)).is_some()))
+            .filter(|a| v_constraint.as_ref().is_none_or(|ty| ty.join(&crate::types::attr_ty(a)).is_some()))
+            .filter(|a| v_const.as_ref().is_none_or(|c| coerce(ctx, c, &crate::types::attr_ty(a)).is_some()))
             .collect();
         if attrs.is_empty() {
             self.prune(format!("no attribute can match {}", show(form)));
             return self.bind_blank_union(ctx, t, form);
         }
-        let first = attrs[0].value_type;
-        let v_ty = if attrs.iter().all(|a| a.value_type == first) {
-            Ty::Value(first)
-        } else if attrs.iter().all(|a| a.value_type.sql_type() == first.sql_type()) {
+        let first = crate::types::attr_ty(attrs[0]);
+        let v_ty = if attrs.iter().all(|a| crate::types::attr_ty(a) == first) {
+            first
+        } else if attrs.iter().all(|a| a.sql_type() == first.sql_type()) {
             if first.sql_type() == "BIGINT" {
                 Ty::REF
             } else {
@@ -421,7 +421,7 @@ impl Scope {
         } else {
             Ty::Mixed
         };
-        let cast = attrs.iter().any(|a| a.value_type.sql_type() != v_ty.sql_type());
+        let cast = attrs.iter().any(|a| a.sql_type() != v_ty.sql_type());
         let d = Name::new("d");
         let parts = attrs
             .iter()
@@ -441,7 +441,7 @@ impl Scope {
                 // attribute and text for a keyword attribute), inside the part, where the scan can use it.
                 let filters = v_const
                     .as_ref()
-                    .and_then(|c| coerce(ctx, c, &Ty::Value(a.value_type)))
+                    .and_then(|c| coerce(ctx, c, &crate::types::attr_ty(a)))
                     .map(|lit| vec![Expr::eq(Expr::col(&d, "v"), lit)])
                     .unwrap_or_default();
                 Query::Select(Box::new(Select { items, from, filters, ..Default::default() }))
@@ -693,10 +693,13 @@ fn unknown_attribute(ctx: &Ctx, ident: String, form: &Value) -> PlanError {
     }
 }
 
-/// The equality of two bindings of one variable; the mixed fallback compares as text.
+/// The equality of two bindings of one variable; the mixed fallback compares as text, and a fixed tuple compared
+/// with a homogeneous one as a list.
 fn equate(a: &TExpr, b: &TExpr) -> Expr {
     let text = |t: &TExpr, other: &TExpr| {
-        if other.ty == Ty::Mixed && t.ty.sql_type() != "VARCHAR" {
+        if let (Ty::Tuple(ts), Ty::List(_)) = (&t.ty, &other.ty) {
+            crate::types::as_list(t.expr.clone(), ts.len())
+        } else if other.ty == Ty::Mixed && t.ty.sql_type() != "VARCHAR" {
             t.expr.clone().cast("VARCHAR")
         } else {
             t.expr.clone()
@@ -782,7 +785,7 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
         (Ty::Value(T::Ref), Constant::Keyword(k)) => ctx.schema.entid(k).map(Expr::int),
         (Ty::Value(T::Ref), Constant::LookupRef { attr, value }) => {
             let a = ctx.schema.attribute(*attr)?;
-            let v = coerce(ctx, value, &Ty::Value(a.value_type))?;
+            let v = coerce(ctx, value, &crate::types::attr_ty(a))?;
             let lr = ctx.alias("lr");
             let q = Select {
                 items: vec![(Expr::col(&lr, "e"), None)],
@@ -798,12 +801,27 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
         | (Ty::Value(T::Keyword), Constant::Keyword(_))
         | (Ty::Value(T::Boolean), Constant::Boolean(_))
         | (Ty::Value(T::Instant), Constant::Instant(_))
-        | (Ty::Value(T::Uuid), Constant::Uuid(_)) => literal(c),
+        | (Ty::Value(T::Uuid), Constant::Uuid(_))
+        | (Ty::Value(T::BigInt), Constant::BigInt(_))
+        | (Ty::Value(T::BigDec), Constant::BigDec(_))
+        | (Ty::Value(T::Symbol), Constant::Symbol(_)) => literal(c),
         (Ty::Value(T::Double), Constant::Long(i)) => Some(Expr::Lit(crate::sql::Lit::Double(*i as f64))),
+        // Datomic compares numbers of one attribute's type: a long constant stands for the same integer in a
+        // bigint or bigdec position, a bigint for the same decimal; a float position reads a double or a long as
+        // the float nearest to it (the rounding the transactor applied when it stored the value).
+        (Ty::Value(T::BigInt), Constant::Long(i)) => Some(Expr::Lit(crate::sql::Lit::Typed(i.to_string(), "HUGEINT"))),
+        (Ty::Value(T::BigDec), Constant::Long(_) | Constant::BigInt(_)) => {
+            Some(Expr::Lit(crate::sql::Lit::Typed(c.text()?, crate::schema::BIGDEC_SQL)))
+        }
+        (Ty::Value(T::Float), Constant::Double(_) | Constant::Long(_)) => Some(literal(c)?.cast("FLOAT")),
         // Bytes are written as strings (their UTF-8 bytes, as the transactor stores them); `encode` makes the
         // BLOB without reading backslash escapes, as a cast from text would.
         (Ty::Value(T::Bytes), Constant::String(s)) => Some(Expr::Func("encode", vec![Expr::str(s)])),
         (Ty::Mixed, c) => c.text().map(|t| Expr::str(&t)),
+        (Ty::List(t), Constant::Tuple(items)) => {
+            let items: Option<Vec<Expr>> = items.iter().map(|c| coerce(ctx, c, t)).collect();
+            Some(Expr::Func("list_value", items?))
+        }
         (Ty::Tuple(tys), Constant::Tuple(items)) if tys.len() == items.len() => {
             let fields: Option<Vec<(Name, Expr)>> = tys
                 .iter()
@@ -831,6 +849,9 @@ pub(crate) fn constant_value(c: &Constant) -> Value {
         Constant::String(s) => Value::String(s.clone()),
         Constant::Keyword(k) => crate::parse::keyword(k),
         Constant::Instant(s) | Constant::Uuid(s) => Value::String(s.clone()),
+        Constant::BigInt(s) => s.parse::<i128>().map_or_else(|_| Value::String(s.clone()), |i| Value::BigInt(i.into())),
+        Constant::BigDec(s) => s.parse().map_or_else(|_| Value::String(s.clone()), Value::BigDec),
+        Constant::Symbol(s) => Value::Symbol(edn_format::Symbol::from_name(s)),
         Constant::LookupRef { attr, value } => Value::Vector(vec![Value::Integer(*attr), constant_value(value)]),
         Constant::Tuple(items) => Value::Vector(items.iter().map(constant_value).collect()),
     }

@@ -98,13 +98,15 @@ impl Scope {
         }
         let attrs = ctx.schema.attributes();
         let v_ty = match attrs.first() {
-            Some(a) if attrs.iter().all(|b| b.value_type == a.value_type) => Ty::Value(a.value_type),
+            Some(a) if attrs.iter().all(|b| crate::types::attr_ty(b) == crate::types::attr_ty(a)) => {
+                crate::types::attr_ty(a)
+            }
             _ => Ty::Mixed,
         };
         let d = Name::new("d");
         let mut parts = Vec::new();
         for a in &attrs {
-            let v = if v_ty == Ty::Mixed && a.value_type.sql_type() != "VARCHAR" {
+            let v = if v_ty == Ty::Mixed && a.sql_type() != "VARCHAR" {
                 Expr::col(&d, "v").cast("VARCHAR")
             } else {
                 Expr::col(&d, "v")
