@@ -121,6 +121,15 @@ def test_or_over_a_source(db):
     assert sorted(got) == [("Ann",), ("Dee",)]
 
 
+def test_a_lookup_ref_input_names_the_entity_of_the_source_it_is_used_in(db):
+    # eve@x is a customer only: the lookup ref finds her in crm, by crm's :person/email
+    got = q(db, "[:find ?s :in $ $2 ?c :where [$2 ?c :crm/spend ?s]]", '[[:person/email "eve@x"]]', sources=TWO)
+    assert got == [(500,)]
+    got = q(db, "[:find ?n ?s :in $ $2 ?c :where [?c :person/name ?n] [$2 ?c2 :person/email ?m] [?c :person/email ?m] "
+                "[$2 ?c2 :crm/spend ?s]]", '[[:person/email "ann@x"]]', sources=TWO)
+    assert got == [("Ann", 100)]
+
+
 def test_get_else_and_missing_over_a_source(db):
     got = q(db, """[:find ?name ?spend :in $ $2
                     :where [?p :person/name ?name] [?p :person/email ?m] [$2 ?c :person/email ?m]

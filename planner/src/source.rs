@@ -248,12 +248,30 @@ impl<'a> Ctx<'a> {
         if let Some(s) = self.stores.iter().find(|s| s.var == name) {
             (c.schema, c.store, c.opts) = (s.schema, s.store, s.opts);
         } else if let Some(i) = self.relations.iter().position(|r| r.var == name) {
+            // a relation has no schema: constants of its clauses outside patterns read `$`'s
+            (c.schema, c.store, c.opts) = self.root;
             c.relation = Some(i);
         } else {
             return Err(err("no store (sources :=) and no relation (inputs) is given for it".into()));
         }
         c.source = name;
         Ok(c)
+    }
+
+    /// Whether this context reads the query's default source `$` (its store, not a relation).
+    pub fn reads_default(&self) -> bool {
+        self.relation.is_none() && std::ptr::eq(self.schema, self.root.0) && std::ptr::eq(self.store, self.root.1)
+    }
+
+    /// The attribute of this context's schema with the ident that entid `attr` has in `$`'s schema: a lookup ref
+    /// (always read against `$`, such as an input) names the entity of the source it is used in, as Datomic
+    /// resolves it there. None when this source lacks the attribute (the lookup ref then matches nothing).
+    pub fn default_attribute_here(&self, attr: Entid) -> Option<&'a crate::schema::Attribute> {
+        let a = self.root.0.attribute(attr)?;
+        if std::ptr::eq(self.schema, self.root.0) {
+            return Some(a);
+        }
+        self.schema.attribute_by_ident(&a.ident).filter(|here| here.unique.is_some())
     }
 
     /// The context for a rule's bodies called from this one: `$` in them names this context's source.

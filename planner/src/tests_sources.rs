@@ -167,3 +167,16 @@ fn parses_the_sources_option() {
         assert!(matches!(parse_sources(bad), Err(PlanError::BadInput { .. })), "{bad}");
     }
 }
+
+#[test]
+fn lookup_refs_resolve_in_the_source_they_are_used_in() {
+    // an input lookup ref is read against $, and names the entity of $2 by $2's own :user/email (entid 300)
+    let sql = ok("[:find ?s :in $ $2 ?c :where [$2 ?c :crm/score ?s]]", Some("[[:user/email \"a@x\"]]"));
+    assert!(sql.contains("\"crm\".\"cur_300\"") && !sql.contains("\"mentat\".\"cur_100\""), "{sql}");
+    let sql = ok("[:find ?n :in $ $2 ?c :where [?c :user/name ?n]]", Some("[[:user/email \"a@x\"]]"));
+    assert!(sql.contains("\"mentat\".\"cur_100\""), "{sql}");
+    // a lookup ref written in a clause of $2 is refused, naming the source
+    let (var, msg) = source_err("[:find ?s :in $ $2 :where [$2 [:user/email \"a@x\"] :crm/score ?s]]", None);
+    assert_eq!(var, "$2");
+    assert!(msg.contains("lookup ref"), "{msg}");
+}

@@ -766,6 +766,19 @@ pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Consta
                 if attr.unique.is_none() {
                     return Err(PlanError::syntax(v, format!("lookup ref attribute {ident} is not unique")));
                 }
+                // A lookup ref constant holds an entid of `$`'s schema (see `coerce`), so one is read only there
+                if !ctx.reads_default() {
+                    return Err(PlanError::Source {
+                        var: ctx.source.clone(),
+                        form: show(form),
+                        message: format!(
+                            "a lookup ref {} in a clause of another source than $ is not supported: bind the entity \
+                             with a pattern such as [{} ?e {ident} ...], or give the lookup ref as an input",
+                            show(v),
+                            ctx.source
+                        ),
+                    });
+                }
                 let value = read_constant(ctx, value, form)?;
                 Ok(Constant::LookupRef { attr: attr.entid, value: Box::new(value) })
             }
@@ -784,12 +797,13 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
         (Ty::Value(T::Ref), Constant::Long(i)) => Some(Expr::int(*i)),
         (Ty::Value(T::Ref), Constant::Keyword(k)) => ctx.schema.entid(k).map(Expr::int),
         (Ty::Value(T::Ref), Constant::LookupRef { attr, value }) => {
-            let a = ctx.schema.attribute(*attr)?;
+            // the lookup ref was read against `$` (inputs included); it names the entity of the source it is used in
+            let a = ctx.default_attribute_here(*attr)?;
             let v = coerce(ctx, value, &crate::types::attr_ty(a))?;
             let lr = ctx.alias("lr");
             let q = Select {
                 items: vec![(Expr::col(&lr, "e"), None)],
-                from: vec![FromItem::inner(ctx.datoms(*attr), &lr)],
+                from: vec![FromItem::inner(ctx.datoms(a.entid), &lr)],
                 filters: vec![Expr::eq(Expr::col(&lr, "v"), v)],
                 ..Default::default()
             };
