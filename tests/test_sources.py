@@ -137,6 +137,10 @@ def test_get_else_and_missing_over_a_source(db):
     assert sorted(got) == [("Ann", 100), ("Cy", 20), ("Dee", 0)]
     got = q(db, "[:find ?m :in $ $2 :where [$2 ?c :person/email ?m] [(missing? $2 ?c :person/level)]]", sources=TWO)
     assert got == [("dee@x",)]
+    got = q(db, """[:find ?m ?v :in $ $2
+                    :where [$2 ?c :person/email ?m] [(get-some $2 ?c :crm/note :person/email) [?a ?v]]
+                           [$2 ?a :db/ident :crm/note]]""", sources=TWO)
+    assert got == [("dee@x", "prospect")]
 
 
 REFERRED = """[[(referred ?a ?b) [?a :crm/referred-by ?b]]
@@ -223,6 +227,10 @@ def test_time_travel_per_source(db):
     # since, per source: only ann's new level is newer than `before`
     got = q(db, "[:find ?e ?l :in $ $s :where [$s ?e :person/level ?l]]", sources=f"{{$s {{:since {before}}}}}")
     assert [r[1] for r in got] == [5]
+    # as-of an instant, per source: before any transaction nothing, far ahead everything now
+    query = "[:find ?l :in $ $old :where [$old ?p :person/level ?l]]"
+    assert q(db, query, sources='{$old {:as-of #inst "2000-01-01"}}') == []
+    assert sorted(q(db, query, sources='{$old {:as-of #inst "2999-01-01T00:00:00Z"}}')) == [(1,), (3,), (4,), (5,)]
     # the query's own as_of applies to $ only
     got = q(db, "[:find ?old ?now :in $ $2 :where [?p :person/email \"ann@x\"] [?p :person/level ?old] "
                 "[$2 ?p :person/level ?now]]", sources='{$2 {:store "mentat"}}', as_of=before)
