@@ -445,6 +445,10 @@ pub fn parse_pattern(v: &Value, schema: &Schema, next_id: &mut usize) -> Result<
     for item in items {
         match item {
             _ if is_symbol(item, "*") || matches!(item, Value::String(s) if s == "*") => p.wildcard = true,
+            // Datomic's grammar: a map spec holds one or more `attr pattern` pairs
+            Value::Map(m) if m.is_empty() => {
+                return Err(PlanError::syntax(item, "a map spec names at least one ref attribute"));
+            }
             Value::Map(m) => {
                 for (k, sub) in m {
                     let mut spec = attr_expr(k, schema)?;
@@ -1132,6 +1136,16 @@ mod tests {
 
     fn compile(p: &str) -> Result<CompiledPull, PlanError> {
         compile_pull(p, &schema(), &StoreName::parse("mentat").unwrap(), &QueryOptions::default())
+    }
+
+    /// Found by the SQL fuzz campaign (benchmarks/fuzz_sql): `[{}]` compiled to an empty STRUCT literal `{}`,
+    /// which DuckDB cannot parse. Datomic's grammar wants at least one pair in a map spec.
+    #[test]
+    fn an_empty_map_spec_is_refused() {
+        for p in ["[{}]", "[:user/email {}]", "[{:issue/label [{}]}]"] {
+            let e = compile(p).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("a map spec names at least one ref attribute"), "{p}: {e}");
+        }
     }
 
     #[test]
