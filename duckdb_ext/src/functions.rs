@@ -8,7 +8,7 @@
 //! | `mentat_attach_parquet(dir VARCHAR [, store :=])` | table | an exported store opened read-only, its datoms read from the files (see `import.rs`) |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
 //! | `mentat_entity_index([store := VARCHAR])` | table | what the store's entity index holds, per attribute (memory included) |
-//! | `mentat_q(query VARCHAR [, inputs := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer (see `query.rs`) |
+//! | `mentat_q(query VARCHAR [, inputs := VARCHAR, sources := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer; `sources` maps source variables to stores (see `query.rs`) |
 //! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |
 //! | `mentat_pull(pattern VARCHAR, entity ANY [, store :=, as_of :=, since :=, history :=])` | table | one row `(e BIGINT, pull STRUCT)`: Datomic's pull of an entid, ident or lookup ref (see `pull.rs`) |
 //! | `mentat_pull_many(pattern VARCHAR, entities LIST [, store :=, as_of :=, since :=])` | table | one `(e, pull)` row per list element, in order (see `pull.rs`) |

@@ -20,6 +20,12 @@
 //! A [`TimeBound::Instant`] resolves to the last transaction at or before the instant, through a
 //! scalar subquery on `cur_9` (`:db/txInstant`, whose datoms are `(tx, 9, instant, tx)`), or to 0
 //! when there is none.
+//!
+//! Several sources (`:in $ $2`, Datomic's multiple data sources): each source variable other than `$` is a
+//! [`StoreSource`] (another store, or the same one, with its own schema and [`QueryOptions`]) or a
+//! [`RelationSource`] (tuples given in the inputs). [`Ctx::with_source`] gives the context of a clause that names
+//! a source, so everything above (and every ident's resolution) follows that source; [`parse_sources`] reads
+//! `mentat_q`'s `sources :=` map.
 
 use crate::error::{show, PlanError};
 use crate::layout::{StoreName, DB_TX_INSTANT};
