@@ -14,7 +14,8 @@ def main(argv=None):
     ap.add_argument("--per-db", type=int, default=200, help="queries per generated database")
     ap.add_argument("--show", type=int, default=5, help="mismatches to print in full")
     args = ap.parse_args(argv)
-    stats = run(args.pairs, args.seed, kinds=tuple(args.kinds.split(",")), queries_per_db=args.per_db)
+    stats = run(args.pairs, args.seed, kinds=tuple(args.kinds.split(",")), queries_per_db=args.per_db,
+                progress=True)
     for kind, info in stats.examples[:args.show]:
         print(describe(kind, info))
         print()

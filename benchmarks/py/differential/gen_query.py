@@ -74,15 +74,18 @@ class Query:
     def __init__(self):
         self.find, self.spec, self.with_, self.ins, self.where, self.rules = [], "rel", [], [], [], []
 
-    def _find_el(self, f):
+    def _find_el(self, f, ds=False):
         if f[0] == "var":
             return f[1]
+        if f[0] == "pull":
+            from .gen_pull import render as prender
+            return f"(pull {f[1][0]} {prender(f[1][1], ds)})"
         fn, n, v = f[1]
         return f"({fn} {n} {v})" if n is not None else f"({fn} {v})"
 
     def text(self, ds, spec=None):
         spec = spec or self.spec
-        els = [self._find_el(f) for f in self.find]
+        els = [self._find_el(f, ds) for f in self.find]
         if spec == "scalar":
             fs = els[0] + " ."
         elif spec == "coll":
@@ -396,8 +399,13 @@ class QGen:
         ents = self.vars_of(bound, "entity")
         if not ents:
             return None
-        name = f"r{len(q.rules)}"
         refs = self.by_type["entity"]
+        types = getattr(q, "rule_types", {})
+        q.rule_types = types
+        if types and r.random() < 0.35:  # call a rule defined already, maybe with another binding pattern
+            name = r.choice(sorted(types))
+            return self.call(name, types[name], bound)
+        name = f"r{len(types)}"
         kind = r.random()
         if kind < 0.55:  # recursive reachability over one or two ref attributes
             a1, a2 = r.choice(refs), r.choice(refs)
@@ -413,6 +421,9 @@ class QGen:
                 body = [("call", name, [Var("?a"), Var("?m")]), ("call", name, [Var("?m"), Var("?b")])]
             else:
                 body = [("pat", Var("?a"), attr(a2), Var("?m")), ("call", name, [Var("?m"), Var("?b")])]
+            if r.random() < 0.25:  # a filter inside the recursive body
+                a3 = r.choice(self.attrs)
+                body.insert(1, ("not", [("pat", Var("?m"), attr(a3), self.const(vtype(a3), a3))]))
             q.rules.append(([name, "?a", "?b"], body))
             t = "entity"
         else:  # non-recursive, one to three bodies, entity -> value of type t
@@ -424,18 +435,27 @@ class QGen:
                     body = [("pat", Var("?a"), attr(a), Var("?b"))]
                 elif x < 0.8:
                     body = [("pat", Var("?a"), attr(r.choice(refs)), Var("?m")), ("pat", Var("?m"), attr(a), Var("?b"))]
-                else:
+                elif x < 0.9 or not any(tt == "entity" for tt in types.values()):
                     body = [("pat", Var("?a"), attr(a), Var("?b"))]
                     if t in COMPARABLE - {"boolean", "uuid"}:
                         body.append(("pred", ">", [Var("?b"), self.const(t, a)]))
+                else:  # a rule that calls an entity -> entity rule defined before it
+                    other = r.choice(sorted(k for k, tt in types.items() if tt == "entity"))
+                    body = [("call", other, [Var("?a"), Var("?m")]), ("pat", Var("?m"), attr(a), Var("?b"))]
                 q.rules.append(([name, "?a", "?b"], body))
+        types[name] = t
+        return self.call(name, t, bound)
+
+    def call(self, name, t, bound):
+        r = self.rnd
+        ents = self.vars_of(bound, "entity")
         e = r.choice(ents)
         same = [v for v in self.vars_of(bound, t) if v != e]
         y = r.random()
         if same and y < 0.3:
             return ("call", name, [e, r.choice(same)]), {}
         out = self.fresh()
-        if t == "entity" and y < 0.55:
+        if t == "entity" and y < 0.5:
             return ("call", name, [out, e]), {out: t}
         return ("call", name, [e, out]), {out: t}
 
@@ -445,7 +465,7 @@ class QGen:
         for _ in range(r.choice([0, 0, 1, 1, 2])):
             form = r.choice(["scalar", "tuple", "coll", "rel"])
             types = []
-            for _ in range(1 if form in ("scalar", "coll") else r.randint(2, 3)):
+            for _ in range(1 if form in ("scalar", "coll") else 2):
                 types.append(r.choice(["entity"] + sorted(COMPARABLE)))
             vs = [self.fresh() for _ in types]
             if form == "scalar":
@@ -462,9 +482,18 @@ class QGen:
                 bound[v] = t
         return [v for v in bound]
 
-    def use_input(self, v, t, bound):
-        """A pattern that joins an input variable to the database."""
+    def use_input(self, v, t, bound, joined):
+        """A pattern that joins an input variable to the database: through an entity variable of the patterns
+        before it when there is one (most of the time), so that the inputs do not make a cross product of
+        independent patterns."""
         r = self.rnd
+        if joined and r.random() < 0.85:
+            e = r.choice(joined)
+            if t == "entity":
+                a = r.choice(self.by_type["entity"])
+                return ("pat", e, attr(a), v), {}
+            a = r.choice(self.by_type[t])
+            return ("pat", e, attr(a), v), {}
         if t == "entity":
             a = r.choice(self.attrs)
             nv = self.fresh()
@@ -483,10 +512,14 @@ class QGen:
         q = Query()
         bound = {}
         inputs = self.inputs(q, bound)
+        joined = []
         for v in inputs:
-            c, nb = self.use_input(v, bound[v], bound)
+            c, nb = self.use_input(v, bound[v], bound, joined)
             q.where.append(c)
             bound.update(nb)
+            joined += [x for x, t in nb.items() if t == "entity"]
+            if bound[v] == "entity":
+                joined.append(v)
         if not q.where:
             c, nb = self.pattern(bound, connect=False)
             q.where.append(c)
@@ -561,6 +594,12 @@ class QGen:
         k = min(len(names), r.choice([1, 1, 2, 2, 3]))
         chosen = r.sample(names, k=k)
         q.find = [("var", v, bound[v]) for v in chosen]
+        ents = [i for i, f in enumerate(q.find) if f[2] == "entity"]
+        if ents and r.random() < 0.15 and self.on("pull"):
+            from .gen_pull import PGen
+            i = r.choice(ents)
+            p = PGen(r, self.attrs).pattern()
+            q.find[i] = ("pull", (q.find[i][1], p), ("pull", p))
         y = r.random()
         if y < 0.15:
             q.spec, q.find = "scalar", q.find[:1]

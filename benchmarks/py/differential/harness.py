@@ -2,7 +2,10 @@
 import datetime as dt
 import json
 import random
+import re
+import sys
 import time
+from collections import Counter
 
 import duckdb
 
@@ -16,6 +19,7 @@ class Stats:
         self.mismatches = {}
         self.errors = {}  # kind -> count of inputs both engines refused or DataScript alone refused
         self.mentat_errors = {}
+        self.agreed = {}  # inputs both engines refused (transactions: lookup refs, unique conflicts)
         self.examples = []  # (kind, description dict)
         self.dbs = 0
         self.t0 = time.perf_counter()
@@ -38,7 +42,8 @@ class Stats:
         for k in sorted(self.pairs):
             lines.append(f"{k:>6}: {self.pairs[k]:>8,} pairs  mismatches {self.mismatches.get(k, 0):>4}  "
                          f"mentat-only errors {self.mentat_errors.get(k, 0):>4}  "
-                         f"skipped (DataScript refused) {self.errors.get(k, 0):>4}")
+                         f"skipped (DataScript refused) {self.errors.get(k, 0):>4}"
+                         + (f"  refused by both {self.agreed[k]}" if k in self.agreed else ""))
         total = sum(self.pairs.values())
         lines.append(f" total: {total:,} pairs in {secs:.1f} s ({total / max(secs, 1e-9):,.0f} pairs/s), "
                      f"{self.total_mismatches()} mismatches")
@@ -56,8 +61,15 @@ def _ms(x):
         if x.tzinfo is None:
             x = x.replace(tzinfo=dt.timezone.utc)
         return round(x.timestamp() * 1000)
-    if isinstance(x, str):
-        return _ms(dt.datetime.fromisoformat(x.replace("Z", "+00:00")))
+    if isinstance(x, str):  # ISO text, as a JSON field of a pull gives it ("2020-01-01 00:00:01.25+00")
+        m = re.match(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d(?::?\d\d)?)?$", x)
+        base = dt.datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}").replace(tzinfo=dt.timezone.utc)
+        off = m.group(4) or "Z"
+        if off != "Z":
+            sign = -1 if off[0] == "-" else 1
+            hh, mm = int(off[1:3]), int(off[-2:]) if len(off) > 3 else 0
+            base -= sign * dt.timedelta(hours=hh, minutes=mm)
+        return round(base.timestamp() * 1000) + round(int((m.group(3) or "0")[:3].ljust(3, "0")))
     return int(x)
 
 
@@ -81,6 +93,8 @@ def norm_value(t, x, inv):
         return bool(x)
     if t == "string":
         return str(x)
+    if isinstance(t, tuple) and t[0] == "pull":
+        return norm_pull(t[1], x, _BY, inv)
     if isinstance(t, tuple):
         kind, et = t
         if isinstance(x, str):
@@ -88,6 +102,9 @@ def norm_value(t, x, inv):
         vals = [norm_value(et, y, inv) for y in x]
         return frozenset(vals) if kind == "set" else tuple(sorted(vals, key=repr))
     raise ValueError(t)
+
+
+_BY = {}  # the attributes of the database being compared (pull find elements need them)
 
 
 def norm_row(types, row, inv):
@@ -101,6 +118,13 @@ def compare_query(q, m_rows, ds_rows, m_inv, ds_inv):
     truth = [norm_row(types, r, ds_inv) for r in ds_rows]
     tset = set(truth)
     got = [norm_row(types, r, m_inv) for r in m_rows]
+    if any(f[0] == "pull" for f in q.find):
+        # a pull is applied to the set of tuples, so two entities may pull the same map: bags (Datomic's rule)
+        if q.spec == "rel":
+            return None if Counter(got) == Counter(truth) else "different relations (with pull)"
+        if q.spec == "coll":
+            return None if Counter(g[0] for g in got) == Counter(t[0] for t in truth) else \
+                "different collections (with pull)"
     if q.spec == "rel":
         if len(got) != len(set(got)):
             return "mentat's relation has duplicate rows (Datomic's :find relation is a set)"
@@ -197,6 +221,8 @@ def _unnamed(s):
 
 def run_queries(m, ds, db, rnd, n, stats, features=None):
     g = gen_query.QGen(rnd, db.attrs, db.model, features)
+    _BY.clear()
+    _BY.update(db.by)
     qs = [g.query() for _ in range(n)]
     dsr = ds.q([{"q": q.text(True, spec="rel"), "inputs": q.ds_inputs(db.ds_ids)} for q in qs])
     for q, d in zip(qs, dsr):
@@ -216,7 +242,10 @@ def run_queries(m, ds, db, rnd, n, stats, features=None):
                 stats.examples.append(("query-error", {"query": mtext, "inputs": minputs, "mentat": merr,
                                                        "db": db}))
             continue
-        why = compare_query(q, rows, d["r"], db.m_inv, db.ds_inv)
+        try:
+            why = compare_query(q, rows, d["r"], db.m_inv, db.ds_inv)
+        except Exception as e:  # noqa: BLE001 - an answer of an unexpected shape is a mismatch
+            why = f"comparison failed: {e!r}"
         if why:
             stats.bad("query", {"why": why, "query": mtext, "inputs": minputs, "mentat": rows, "datascript": d["r"],
                                 "ds_query": q.text(True, spec="rel"), "db": db})
@@ -245,8 +274,8 @@ def norm_pull(p, x, by, inv, top=True):
         k = k.lstrip(":")
         if v is None:
             continue
-        if k == "db/id":
-            out[k] = ("e", inv.get(v, ("unknown", v)))
+        if k == "db/id" or k == "id":  # DataScript's q converts keyword keys with name: :db/id -> "id"
+            out["db/id"] = ("e", inv.get(v, ("unknown", v)))
             continue
         how, a, sub = keymap.get(k) or ("attr", by[k], None)
         if how == "attr" and a.type == "ref" and sub is None and a.component and (k in keymap and keymap[k][2] is None
@@ -254,7 +283,7 @@ def norm_pull(p, x, by, inv, top=True):
             sub = [("star",)]
         one = (lambda y: norm_ref(y, sub, by, inv)) if (a.type == "ref" or how == "rev") else \
             (lambda y: norm_value(a.type, y, inv))
-        if isinstance(v, str) and (a.many or how == "rev" or a.type == "ref") and v[:1] in "[{":
+        if isinstance(v, str) and (how == "rev" or a.type == "ref") and v[:1] and v[:1] in "[{":
             v = json.loads(v)
         if isinstance(v, list):
             out[k] = ("many", tuple(sorted((one(y) for y in v), key=repr)))
@@ -272,7 +301,8 @@ def norm_ref(y, sub, by, inv):
         y = json.loads(y)
     if isinstance(y, dict):
         if sub is None:
-            return ("e", inv.get(y.get("db/id", y.get(":db/id")), "?"))
+            eid = y.get("db/id", y.get(":db/id", y.get("id")))
+            return ("e", inv.get(eid, ("unknown", eid)))
         return norm_pull(sub, y, by, inv, top=False)
     return ("e", inv.get(y, ("unknown", y)))
 
@@ -343,6 +373,8 @@ def run_txs(m, ds, rnd, stats, n_txs=12):
         _, merr = m.transact(mt)
         d = ds.tx([dtx])[0]
         derr = d.get("error")
+        if merr and derr:
+            stats.add(stats.agreed, "tx")
         if bool(merr) != bool(derr):
             stats.bad("tx", {"why": "one engine refused the transaction", "tx": mt, "mentat": merr,
                              "datascript": derr, "before": list(applied), "attrs": attrs})
@@ -358,11 +390,12 @@ def run_txs(m, ds, rnd, stats, n_txs=12):
 
 
 def run(pairs, seed, kinds=("query", "pull", "tx"), queries_per_db=200, out=print, stats=None, ext=None,
-        max_examples=50):
+        max_examples=50, progress=False):
     """Runs about `pairs` query/pull/transaction pairs (split between the kinds) and returns the Stats."""
     from .engines import DataScript, Mentat
     stats = stats or Stats()
     stats.limit = max_examples
+    last = [time.perf_counter()]
     rnd = random.Random(seed)
     m, ds = Mentat(ext), DataScript()
     try:
@@ -385,6 +418,10 @@ def run(pairs, seed, kinds=("query", "pull", "tx"), queries_per_db=200, out=prin
                     run_pulls(m, ds, db, random.Random(rnd.random()),
                               min(max(queries_per_db // 8, 1), want["pull"] - stats.pairs.get("pull", 0)), stats)
                 m.drop()
+                if progress and time.perf_counter() - last[0] > 60:
+                    last[0] = time.perf_counter()
+                    print(f"[{last[0] - stats.t0:.0f} s] pairs {stats.pairs} mismatches {stats.mismatches} "
+                          f"mentat-only errors {stats.mentat_errors}", file=sys.stderr, flush=True)
             if "tx" in kinds and stats.pairs.get("tx", 0) < want["tx"]:
                 run_txs(m, ds, random.Random(rnd.random()), stats)
     finally:

@@ -21,7 +21,10 @@ TYPES = ["string", "long", "double", "boolean", "keyword", "instant", "uuid", "r
 COMPARABLE = {"string", "long", "double", "keyword", "instant", "boolean", "uuid"}
 NUMERIC = {"long", "double"}
 
-STRINGS = ["a", "b", "c", "ab", "ba", "abc", "bc", "ca", "A", "Zed"]
+# text with quotes, backslashes, spaces, tabs, newlines, accents and CJK (all in the BMP, where UTF-8 byte order,
+# DuckDB's, and UTF-16 code-unit order, Java's and JS's, agree), and the empty string
+STRINGS = ["a", "b", "c", "ab", "ba", "abc", "bc", "ca", "A", "Zed", "", "a b", 'q"t', "back\\slash", "tab\t",
+           "line\nbreak", "é", "été", "日本"]
 LONGS = list(range(-3, 13))
 DOUBLES = [-2.5, -0.25, 0.5, 1.0, 1.5, 2.25, 3.75, 10.5]
 KEYWORDS = ["k/a", "k/b", "k/c", "k/ab", "k/b1", "j/a", "j/zz", "kk/a"]
