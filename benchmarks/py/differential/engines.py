@@ -33,11 +33,19 @@ def install_datascript(cache=NODE_CACHE):
     return mod
 
 
+class DataScriptDied(RuntimeError):
+    """The node process ended (a query that exhausted its heap): start() a new one and load the database again."""
+
+
 class DataScript:
     def __init__(self):
+        self.start()
+
+    def start(self):
         mod = install_datascript()
         env = dict(os.environ, DATASCRIPT_PATH=str(mod))
-        self.proc = subprocess.Popen(["node", "--stack-size=8000", str(HERE / "ds_runner.js")],
+        self.proc = subprocess.Popen(["node", "--stack-size=8000", "--max-old-space-size=3072",
+                                      str(HERE / "ds_runner.js")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=env, bufsize=1 << 20)
         first = self.proc.stdout.readline()
@@ -45,11 +53,16 @@ class DataScript:
             raise Unavailable(f"the DataScript node process did not start: {self.proc.stderr.read()[-300:]}")
 
     def call(self, msg):
-        self.proc.stdin.write(json.dumps(msg) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
         if not line:
-            raise RuntimeError(f"the DataScript node process died: {self.proc.stderr.read()[-500:]}")
+            err = self.proc.stderr.read()[-300:]
+            self.proc.wait()
+            raise DataScriptDied(f"the DataScript node process died: {err}")
         r = json.loads(line)
         if "error" in r:
             raise RuntimeError(f"datascript runner: {r['error']}")

@@ -219,12 +219,44 @@ def _unnamed(s):
 
 # ---------------------------------------------------------------------------------------------- the kinds
 
+def ds_reload(ds, db):
+    """A new DataScript process with db's schema and transactions (its entity ids come out the same)."""
+    from .engines import DataScriptDied
+    try:
+        ds.proc.kill()
+    except OSError:
+        pass
+    ds.start()
+    ds.new(schema_ds(db.attrs))
+    for tx in db.txs:
+        ds.tx([gen_tx.render(tx, db.by)[1]])
+    return DataScriptDied
+
+
+def ds_queries(ds, db, batch):
+    """DataScript's answers to a batch; when a query kills the node process (its heap exhausted), the batch is
+    answered one by one in new processes and the killer counts as refused by DataScript."""
+    from .engines import DataScriptDied
+    try:
+        return ds.q(batch)
+    except DataScriptDied:
+        out = []
+        ds_reload(ds, db)
+        for item in batch:
+            try:
+                out.append(ds.q([item])[0])
+            except DataScriptDied as e:
+                out.append({"error": str(e)})
+                ds_reload(ds, db)
+        return out
+
+
 def run_queries(m, ds, db, rnd, n, stats, features=None):
     g = gen_query.QGen(rnd, db.attrs, db.model, features)
     _BY.clear()
     _BY.update(db.by)
     qs = [g.query() for _ in range(n)]
-    dsr = ds.q([{"q": q.text(True, spec="rel"), "inputs": q.ds_inputs(db.ds_ids)} for q in qs])
+    dsr = ds_queries(ds, db, [{"q": q.text(True, spec="rel"), "inputs": q.ds_inputs(db.ds_ids)} for q in qs])
     for q, d in zip(qs, dsr):
         stats.add(stats.pairs, "query")
         mtext, minputs = q.text(False), q.m_inputs(db.m_ids)
