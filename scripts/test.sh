@@ -19,7 +19,7 @@ python3 -m pytest -q tests
 # statement); the run above took the entity path wherever a query is entity-shaped.
 MENTAT_ENTITY_PATH=0 python3 -m pytest -q tests/test_query.py tests/test_pull.py tests/test_pull_find.py \
   tests/test_time_travel.py tests/test_workload.py tests/test_rules.py tests/test_tx_functions.py tests/test_with.py \
-  tests/test_tuples.py tests/test_value_types.py
+  tests/test_tuples.py tests/test_value_types.py tests/test_sources.py
 # Parity: the transaction tests again with mentat_transact on the one-at-a-time transactor (no group commit
 # queue); the run above sent every mentat_transact through the queue.
 MENTAT_GROUP_COMMIT=0 python3 -m pytest -q tests/test_transact.py tests/test_tx_functions.py tests/test_store.py \
