@@ -320,6 +320,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         params.push(text);
     }
     let query = params.first().cloned().flatten().ok_or("the query is NULL")?;
+    crate::nesting::check(&query, "the query")?;
     let inputs = match named(info, c"inputs") {
         Some(mut v) => {
             let s = value_text(v);
@@ -328,6 +329,9 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         None => None,
     };
+    if let Some(inputs) = &inputs {
+        crate::nesting::check(inputs, "the inputs")?;
+    }
     let (caller, store_name, mut opts) = read_options(info, &extra.instance)?;
     let schema = read_schema(&extra.instance, &store_name, &mut opts)?;
     let instance = &extra.instance;
