@@ -116,3 +116,18 @@ def test_a_unique_value_moves_between_entities_in_one_transaction(db):
     transact(db, '[{:e/name "n10" :e/code 9} {:e/name "n11"}]')
     transact(db, '[{:db/id [:e/name "n11"] :e/code 9} {:db/id [:e/name "n10"] :e/code 4}]')
     assert sorted(q(db, "[:find ?n ?c :where [?e :e/code ?c] [?e :e/name ?n]]")) == [("n10", 4), ("n11", 9)]
+
+
+# ------------------------------------------------------------------------------------------------ mentat bugs
+
+@pytest.mark.xfail(strict=True, reason="mentat bug: an aggregate with :with over a rule call counts the rule "
+                                       "body's own variables (?m), so duplicate (e, v) tuples are not merged")
+def test_aggregate_with_over_a_rule_sees_the_set_of_find_and_with_tuples(db):
+    # Found by the 100,000-pair run (seed 100, database 85), minimized by hand. a refers to b and c; b holds
+    # :a/l 1, c holds 1 and 2. The rule yields (a, 1) twice (through b and through c) and (a, 2): as a relation,
+    # {(a, 1), (a, 2)}. Datomic aggregates over the set of (find + :with) tuples, here (?v ?e): {(1, a), (2, a)},
+    # so (count ?v) is 2. DataScript answers 2; mentat answered 3.
+    transact(db, '[{:db/id "a" :e/name "a" :a/r ["b" "c"]} {:db/id "b" :e/name "b" :a/l 1}'
+                 ' {:db/id "c" :e/name "c" :a/l [1 2]}]')
+    rules = "[[(r ?x ?v) [?x :a/r ?m] [?m :a/l ?v]]]"
+    assert q(db, "[:find (count ?v) . :with ?e :in $ % :where (r ?e ?v)]", f"[{rules}]") == [(2,)]
