@@ -18,6 +18,7 @@ mod pull;
 mod query;
 mod session;
 mod sql;
+mod tokenize;
 
 use duckdb::ffi;
 use duckdb::Connection;
@@ -131,7 +132,8 @@ unsafe fn init(
     let registered = query::register(reg, &instance)
         .and_then(|_| sql::register(reg, &instance))
         .and_then(|_| pull::register(reg, &instance))
-        .and_then(|_| datoms::register(reg, &instance));
+        .and_then(|_| datoms::register(reg, &instance))
+        .and_then(|_| tokenize::register(reg));
     ffi::duckdb_disconnect(&mut reg);
     registered?;
     Ok(true)

@@ -26,6 +26,7 @@ pub mod datoms;
 pub mod emit;
 pub mod entity;
 pub mod error;
+pub mod fulltext;
 pub mod fuzz;
 pub mod inputs;
 pub mod joins;

@@ -616,7 +616,7 @@ fn source_sql(ctx: &Ctx, aid: Entid) -> Result<String, PlanError> {
     match ctx.datoms(aid) {
         TableSource::Table(t) => Ok(t),
         TableSource::Subquery(q) => Ok(format!("(\n{}\n)", q.to_sql())),
-        TableSource::Values { .. } | TableSource::Cte(_) => Err(PlanError::Unsupported {
+        TableSource::Values { .. } | TableSource::Cte(_) | TableSource::Raw(_) => Err(PlanError::Unsupported {
             form: aid.to_string(),
             message: "an attribute source that is a VALUES list".into(),
         }),

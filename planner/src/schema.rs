@@ -228,9 +228,22 @@ pub struct Schema {
     ident_to_entid: HashMap<String, Entid>,
     entid_to_ident: HashMap<Entid, String>,
     attributes: HashMap<Entid, Attribute>,
+    /// The store's fulltext stemming language (its `meta` row [`crate::fulltext::LANGUAGE_KEY`]); None is
+    /// [`crate::fulltext::DEFAULT_LANGUAGE`].
+    fulltext_language: Option<String>,
 }
 
 impl Schema {
+    /// The stemming language of the store's fulltext analyzer (see [`crate::fulltext::Analyzer::new`]).
+    pub fn fulltext_language(&self) -> &str {
+        self.fulltext_language.as_deref().unwrap_or(crate::fulltext::DEFAULT_LANGUAGE)
+    }
+
+    /// Sets the stemming language the store's fulltext index was built with.
+    pub fn set_fulltext_language(&mut self, language: Option<String>) {
+        self.fulltext_language = language;
+    }
+
     /// An empty schema (no idents, no attributes).
     pub fn new() -> Schema {
         Schema::default()

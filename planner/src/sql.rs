@@ -212,6 +212,9 @@ pub enum TableSource {
     },
     /// A common table expression defined by an enclosing [`Query::With`], by its generated name.
     Cte(Name),
+    /// A query given as SQL text by a compiler that builds it whole (the fulltext search of
+    /// [`crate::fulltext::search_sql`]); it references no alias of the enclosing statement.
+    Raw(String),
 }
 
 /// How a FROM item joins the items before it.
@@ -296,7 +299,7 @@ impl Query {
                     match &f.source {
                         TableSource::Subquery(q) => q.outer_aliases(&mut refs),
                         TableSource::Values { rows, .. } => rows.iter().flatten().for_each(|e| e.aliases(&mut refs)),
-                        TableSource::Table(_) | TableSource::Cte(_) => {}
+                        TableSource::Table(_) | TableSource::Cte(_) | TableSource::Raw(_) => {}
                     }
                 }
                 for e in s.filters.iter().chain(&s.group_by).chain(&s.having) {
@@ -458,6 +461,13 @@ impl FromItem {
                 out.push('(');
                 newline(out, indent + 1);
                 q.render(out, indent + 1);
+                newline(out, indent);
+                let _ = write!(out, ") AS {}", self.alias.as_str());
+            }
+            TableSource::Raw(sql) => {
+                out.push('(');
+                newline(out, indent + 1);
+                out.push_str(sql);
                 newline(out, indent);
                 let _ = write!(out, ") AS {}", self.alias.as_str());
             }

@@ -313,9 +313,19 @@ impl<'a> Import<'a> {
                      JOIN {DATOMS} d ON c.e = d.e WHERE d.existed"
                 ))?;
                 self.write(&format!("INSERT INTO {hist} SELECT e, v, tx, {tx} FROM {REPLACED}"))?;
+                if c.attr.fulltext {
+                    crate::fulltext::unindex(self.conn, self.store, c.attr, &format!("SELECT e, v FROM {REPLACED}"))?;
+                }
                 self.exec(&format!("DELETE FROM {cur} c USING {REPLACED} r WHERE c.e = r.e AND c.v = r.v"))?;
             }
             self.write(&format!("INSERT INTO {cur} SELECT e, v, {tx} FROM {DATOMS}"))?;
+        }
+        // The fulltext index of every fulltext attribute written (columns and created ref targets alike): the
+        // datoms this import asserted are the current rows of its tx.
+        for a in self.schema.attributes().into_iter().filter(|a| a.fulltext) {
+            self.progress(&format!("indexing {} for fulltext search", a.ident));
+            let docs = format!("SELECT e, v FROM {} WHERE tx = {tx}", self.store.current(a.entid));
+            crate::fulltext::index(self.conn, self.store, self.schema.fulltext_language(), a, &docs)?;
         }
         self.parts.next_user += new_rows;
         let tx_instant = chrono::Utc::now().timestamp_micros().max(self.parts.last_tx_instant);

@@ -5,6 +5,7 @@
 
 pub mod eindex;
 pub mod error;
+pub mod fulltext;
 pub mod group;
 pub mod import;
 pub mod interrupt;

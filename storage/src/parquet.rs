@@ -132,6 +132,19 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
                 for sql in store::attribute_ddl(name, &a) {
                     conn.execute_batch(&sql)?;
                 }
+                for (table, cols) in crate::fulltext::tables(&a) {
+                    if files.contains(&table) {
+                        conn.execute(
+                            &format!(
+                                "INSERT INTO {} SELECT {cols} FROM read_parquet({})",
+                                name.table(&table),
+                                file(dir, &table)
+                            ),
+                            [],
+                        )?;
+                        report.files += 1;
+                    }
+                }
                 for (table, cols, hist) in [
                     (layout::current_table_name(a.entid), "e, v, tx", false),
                     (layout::history_table_name(a.entid), "e, v, tx, retracted_tx", true),
@@ -164,7 +177,10 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
                 .schema
                 .attributes()
                 .iter()
-                .flat_map(|a| [layout::current_table_name(a.entid), layout::history_table_name(a.entid)])
+                .flat_map(|a| {
+                    let ft = crate::fulltext::tables(a).into_iter().map(|t| t.0);
+                    [layout::current_table_name(a.entid), layout::history_table_name(a.entid)].into_iter().chain(ft)
+                })
                 .chain(["meta".to_string(), "partitions".to_string()])
                 .collect();
             let stray: Vec<&String> = files.iter().filter(|f| !known.contains(f)).collect();

@@ -242,6 +242,7 @@ pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     if has_art_index(a) {
         v.push(index_ddl(store, a.entid));
     }
+    v.extend(crate::fulltext::ddl(store, a));
     v
 }
 
@@ -381,6 +382,12 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
         last_tx_instant: 0,
     };
     read_partitions(conn, name, &mut parts)?;
+    let language = conn.query_row(
+        &format!("SELECT max(value) FROM {} WHERE key = ?", name.table("meta")),
+        [planner::fulltext::LANGUAGE_KEY],
+        |r| r.get::<_, Option<String>>(0),
+    )?;
+    schema.set_fulltext_language(language);
     parts.last_tx_instant = conn.query_row(
         &format!("SELECT coalesce(max(epoch_us(v)), 0) FROM {} WHERE e = ?", name.current(layout::DB_TX_INSTANT)),
         [parts.next_tx - 1],

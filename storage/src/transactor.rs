@@ -928,6 +928,10 @@ impl<'a> Tx<'a> {
         if new.fulltext != old.fulltext {
             return Err(err(":db/fulltext cannot be changed once installed"));
         }
+        if new.fulltext && new.many != old.many {
+            // the index keys a cardinality-one attribute's documents by entity alone (storage/src/fulltext.rs)
+            return Err(err("a :db/fulltext attribute's cardinality cannot be changed once installed"));
+        }
         if new.component && new.value_type != ValueType::Ref {
             return Err(err(":db.error/components-must-be-refs: :db/isComponent needs :db.type/ref"));
         }
@@ -1114,6 +1118,7 @@ pub(crate) fn write_datoms<'d>(
         Ok(())
     };
     let value_type = |a: Entid| schema.attribute(a).expect("datoms name attributes of the schema");
+    let (fadds, fretracts) = (adds.clone(), retracts.clone());
     if adds.clone().take(SMALL_TX + 1).count() + retracts.clone().take(SMALL_TX + 1).count() <= SMALL_TX {
         for (d, asserted, tx) in retracts {
             let (cur, hist) = (store.current(d.1), store.history(d.1));
@@ -1126,7 +1131,7 @@ pub(crate) fn write_datoms<'d>(
             let v = stage::param_to_store(value_type(*a), "$2");
             run(format!("INSERT INTO {} VALUES ($1, {v}, $3)", store.current(*a)), &[e, &stage::param(val), &tx])?;
         }
-        return Ok(());
+        return crate::fulltext::maintain(conn, store, schema, fadds.map(|(d, _)| d), fretracts.map(|(d, _, _)| d));
     }
     let added: BTreeSet<Entid> = adds.clone().map(|(d, _)| d.1).collect();
     let removed: BTreeSet<Entid> = retracts.clone().map(|(d, _, _)| d.1).collect();
@@ -1156,7 +1161,7 @@ pub(crate) fn write_datoms<'d>(
             &[],
         )?;
     }
-    Ok(())
+    crate::fulltext::maintain(conn, store, schema, fadds.map(|(d, _)| d), fretracts.map(|(d, _, _)| d))
 }
 
 /// Stores the partition marks when `:db.part/db` or `:db.part/user` moved since `before` (the tx mark is derived

@@ -58,6 +58,7 @@ impl Scope {
             "get-some" => return self.get_some(ctx, call, binding),
             "tx-ids" => return self.tx_ids(ctx, call, binding),
             "tx-data" => return self.tx_data(ctx, call, binding),
+            "fulltext" => return self.fulltext(ctx, call, binding),
             "untuple" => {
                 let Binding::Tuple(vars) = binding else {
                     return Err(PlanError::syntax(form, "untuple binds a tuple [?a ?b]"));

@@ -13,6 +13,7 @@
 //!   variables they need are bound (Datomic requires this order in the text; we accept any order and
 //!   report the variable that is never bound).
 
+mod fulltext;
 mod functions;
 mod logic;
 mod rules;

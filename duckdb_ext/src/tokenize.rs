@@ -1,0 +1,115 @@
+//! `mentat_tokenize(text VARCHAR [, language VARCHAR]) -> VARCHAR[]`: the terms of a text as mentat's fulltext
+//! index sees them ([`planner::fulltext::Analyzer`]: UAX #29 words, lowercased, folded, stemmed in `language`,
+//! `english` by default, `none` for no stemming); the term at list index `i` is at position `i - 1`.
+//!
+//! The index maintenance (`storage/src/fulltext.rs`) calls it inside its `INSERT ... SELECT`, so DuckDB runs the
+//! analysis in parallel, and users can call it to see why a search matches. NULL in, NULL out. Errors: an
+//! unknown language (the message lists the known ones).
+
+use duckdb::ffi;
+use planner::fulltext::{Analyzer, DEFAULT_LANGUAGE};
+use std::ffi::CString;
+
+/// The text of row `row` of a VARCHAR vector, or None for NULL.
+unsafe fn text(vector: ffi::duckdb_vector, row: usize) -> Option<&'static str> {
+    let validity = ffi::duckdb_vector_get_validity(vector);
+    if !validity.is_null() && !ffi::duckdb_validity_row_is_valid(validity, row as u64) {
+        return None;
+    }
+    let data = ffi::duckdb_vector_get_data(vector) as *mut ffi::duckdb_string_t;
+    let s = &mut *data.add(row);
+    let len = ffi::duckdb_string_t_length(*s) as usize;
+    let ptr = ffi::duckdb_string_t_data(s) as *const u8;
+    // the chunk outlives this call's use of the text; invalid UTF-8 cannot reach a VARCHAR
+    std::str::from_utf8(std::slice::from_raw_parts(ptr, len)).ok()
+}
+
+unsafe fn execute_inner(input: ffi::duckdb_data_chunk, output: ffi::duckdb_vector) -> Result<(), String> {
+    let rows = ffi::duckdb_data_chunk_get_size(input) as usize;
+    let columns = ffi::duckdb_data_chunk_get_column_count(input) as usize;
+    let texts = ffi::duckdb_data_chunk_get_vector(input, 0);
+    let langs = (columns > 1).then(|| ffi::duckdb_data_chunk_get_vector(input, 1));
+    let mut analyzers: Vec<(String, Analyzer)> = Vec::new();
+    let mut terms: Vec<String> = Vec::new();
+    let mut spans: Vec<Option<(u64, u64)>> = Vec::with_capacity(rows);
+    for row in 0..rows {
+        let lang = match langs {
+            Some(v) => text(v, row),
+            None => Some(DEFAULT_LANGUAGE),
+        };
+        let (Some(t), Some(lang)) = (text(texts, row), lang) else {
+            spans.push(None);
+            continue;
+        };
+        let i = match analyzers.iter().position(|(l, _)| l == lang) {
+            Some(i) => i,
+            None => {
+                analyzers.push((lang.to_string(), Analyzer::new(lang)?));
+                analyzers.len() - 1
+            }
+        };
+        let start = terms.len() as u64;
+        terms.extend(analyzers[i].1.terms(t));
+        spans.push(Some((start, terms.len() as u64 - start)));
+    }
+    ffi::duckdb_list_vector_reserve(output, terms.len() as u64);
+    ffi::duckdb_list_vector_set_size(output, terms.len() as u64);
+    let child = ffi::duckdb_list_vector_get_child(output);
+    for (k, t) in terms.iter().enumerate() {
+        ffi::duckdb_vector_assign_string_element_len(child, k as u64, t.as_ptr() as *const _, t.len() as u64);
+    }
+    let entries = ffi::duckdb_vector_get_data(output) as *mut ffi::duckdb_list_entry;
+    for (row, span) in spans.into_iter().enumerate() {
+        match span {
+            Some((offset, length)) => *entries.add(row) = ffi::duckdb_list_entry { offset, length },
+            None => {
+                ffi::duckdb_vector_ensure_validity_writable(output);
+                ffi::duckdb_validity_set_row_invalid(ffi::duckdb_vector_get_validity(output), row as u64);
+            }
+        }
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn execute(
+    info: ffi::duckdb_function_info,
+    input: ffi::duckdb_data_chunk,
+    output: ffi::duckdb_vector,
+) {
+    let message = match std::panic::catch_unwind(|| unsafe { execute_inner(input, output) }) {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(_) => "mentat panicked while tokenizing".to_string(),
+    };
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
+}
+
+/// Registers `mentat_tokenize` with one and two VARCHAR arguments.
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point.
+pub unsafe fn register(con: ffi::duckdb_connection) -> Result<(), String> {
+    let mut set = ffi::duckdb_create_scalar_function_set(c"mentat_tokenize".as_ptr());
+    for arity in 1..=2 {
+        let mut f = ffi::duckdb_create_scalar_function();
+        ffi::duckdb_scalar_function_set_name(f, c"mentat_tokenize".as_ptr());
+        let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
+        for _ in 0..arity {
+            ffi::duckdb_scalar_function_add_parameter(f, varchar);
+        }
+        let mut list = ffi::duckdb_create_list_type(varchar);
+        ffi::duckdb_scalar_function_set_return_type(f, list);
+        ffi::duckdb_destroy_logical_type(&mut list);
+        ffi::duckdb_destroy_logical_type(&mut varchar);
+        ffi::duckdb_scalar_function_set_function(f, Some(execute));
+        ffi::duckdb_add_scalar_function_to_set(set, f);
+        ffi::duckdb_destroy_scalar_function(&mut f);
+    }
+    let rc = ffi::duckdb_register_scalar_function_set(con, set);
+    ffi::duckdb_destroy_scalar_function_set(&mut set);
+    if rc != ffi::DuckDBSuccess {
+        return Err("could not register mentat_tokenize".into());
+    }
+    Ok(())
+}

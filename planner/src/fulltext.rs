@@ -1,0 +1,348 @@
+//! Fulltext search: the analyzer that both the index and the query compiler use, the search syntax, and the SQL
+//! that scores a search with BM25 over an attribute's postings.
+//!
+//! # The analyzer
+//!
+//! A text becomes terms in four steps, each from a library: words are the Unicode word segments of UAX #29
+//! (`unicode-segmentation`'s `unicode_words`: runs of letters and digits, with `don't`, `3.14` and `node.js`
+//! each one word, and punctuation and spaces dropped); each word is lowercased (Unicode `to_lowercase`), folded
+//! (compatibility decomposition NFKD, then every combining mark dropped: `Café` and `cafe` are one term, `ﬁ` is
+//! `fi`), then stemmed by the store's Snowball stemmer (`rust-stemmers`; English, Porter2, unless the store says
+//! otherwise: see [`Analyzer::new`]). The term at position `i` (0-based) is the `i`-th word; no word is dropped,
+//! so positions are consecutive and phrases need no gaps. The extension exposes the same analyzer to SQL as
+//! `mentat_tokenize(text, language)`, which the index maintenance calls, so a query's terms and the index's can
+//! never disagree.
+//!
+//! # The search syntax
+//!
+//! Whitespace separates clauses. A clause is a word (`parser`), a phrase in double quotes (`"network
+//! file system"`: its terms at consecutive positions) or a prefix (`comp*`: every indexed term that starts with
+//! the lowercased, folded, *unstemmed* prefix). `+` before a clause makes it required, `-` excluded; a plain
+//! clause is optional. A document matches when it matches every required clause, no excluded one, and, when
+//! there is no required clause, at least one optional clause. A word that analyzes to several terms
+//! (`x86-64`) is a phrase of them, as in tantivy's query parser; one that analyzes to none (`--`) is dropped. A
+//! search with no clause to match (empty, or only exclusions) matches nothing.
+//!
+//! # BM25
+//!
+//! A document is one datom `(e, v)` of the attribute; N is the number of documents (the attribute's current
+//! datoms), `avgdl` their mean length in terms, `dl` the document's. A term with document frequency `df`
+//! (documents holding it) and frequency `tf` in the document scores
+//! `idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`
+//! (Lucene's and tantivy's non-negative idf), `k1` = [`K1`] = 1.2 and `b` = [`B`] = 0.75. A phrase scores the
+//! same with `tf` its number of occurrences and `idf` the sum of its terms' idfs (as Lucene and tantivy do); a
+//! prefix scores the sum of the scores of the indexed terms it expands to. A document's score is the sum of the
+//! scores of the required and optional clauses it matches. Scores are DOUBLE: tantivy keeps f32 and rounds
+//! document lengths above 40 terms to a one-byte code; mentat keeps lengths exact.
+
+use crate::layout::{string_value, StoreName};
+use crate::schema::Entid;
+use rust_stemmers::{Algorithm, Stemmer};
+use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// BM25's term-frequency saturation.
+pub const K1: f64 = 1.2;
+/// BM25's document-length normalization.
+pub const B: f64 = 0.75;
+/// The stemming language of a store that names none.
+pub const DEFAULT_LANGUAGE: &str = "english";
+/// The store's `meta` key that names its stemming language.
+pub const LANGUAGE_KEY: &str = "fulltext_language";
+
+/// The languages [`Analyzer::new`] takes: `none` (no stemming) and the Snowball stemmers of `rust-stemmers`.
+pub const LANGUAGES: [(&str, Option<Algorithm>); 19] = [
+    ("none", None),
+    ("arabic", Some(Algorithm::Arabic)),
+    ("danish", Some(Algorithm::Danish)),
+    ("dutch", Some(Algorithm::Dutch)),
+    ("english", Some(Algorithm::English)),
+    ("finnish", Some(Algorithm::Finnish)),
+    ("french", Some(Algorithm::French)),
+    ("german", Some(Algorithm::German)),
+    ("greek", Some(Algorithm::Greek)),
+    ("hungarian", Some(Algorithm::Hungarian)),
+    ("italian", Some(Algorithm::Italian)),
+    ("norwegian", Some(Algorithm::Norwegian)),
+    ("portuguese", Some(Algorithm::Portuguese)),
+    ("romanian", Some(Algorithm::Romanian)),
+    ("russian", Some(Algorithm::Russian)),
+    ("spanish", Some(Algorithm::Spanish)),
+    ("swedish", Some(Algorithm::Swedish)),
+    ("tamil", Some(Algorithm::Tamil)),
+    ("turkish", Some(Algorithm::Turkish)),
+];
+
+/// Text to terms (see the module docs).
+pub struct Analyzer {
+    stemmer: Option<Stemmer>,
+}
+
+impl Analyzer {
+    /// The analyzer of a stemming language (one of [`LANGUAGES`], case-insensitive). Errors name the language
+    /// and list the known ones.
+    pub fn new(language: &str) -> Result<Analyzer, String> {
+        let lang = language.trim().to_lowercase();
+        match LANGUAGES.iter().find(|(name, _)| *name == lang) {
+            Some((_, algo)) => Ok(Analyzer { stemmer: algo.map(Stemmer::create) }),
+            None => {
+                let known: Vec<&str> = LANGUAGES.iter().map(|l| l.0).collect();
+                Err(format!("unknown fulltext language {language:?}: one of {}", known.join(", ")))
+            }
+        }
+    }
+
+    /// The terms of `text`, in order: the term at index `i` is at position `i`.
+    pub fn terms(&self, text: &str) -> Vec<String> {
+        text.unicode_words().map(|w| self.term(w)).collect()
+    }
+
+    /// One word's term: lowercased, folded, stemmed.
+    fn term(&self, word: &str) -> String {
+        let folded = fold(word);
+        match &self.stemmer {
+            Some(s) => s.stem(&folded).into_owned(),
+            None => folded,
+        }
+    }
+
+    /// The words of `text` lowercased and folded, not stemmed (for prefixes).
+    pub fn folded_words(&self, text: &str) -> Vec<String> {
+        text.unicode_words().map(fold).collect()
+    }
+}
+
+/// Lowercase, then drop every combining mark of the compatibility decomposition.
+fn fold(word: &str) -> String {
+    word.chars().flat_map(char::to_lowercase).nfkd().filter(|c| !is_combining_mark(*c)).collect()
+}
+
+/// Whether a clause must, may or must not match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Occur {
+    Should,
+    Must,
+    MustNot,
+}
+
+/// What a clause matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Match {
+    /// One term, or several at consecutive positions (a phrase).
+    Terms(Vec<String>),
+    /// Every indexed term that starts with this text.
+    Prefix(String),
+}
+
+/// One clause of a search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clause {
+    pub occur: Occur,
+    pub what: Match,
+}
+
+/// Parses a search (see the module docs) into clauses, analyzing its words with `analyzer`. Never fails: an
+/// unclosed quote runs to the end of the search.
+pub fn parse_search(search: &str, analyzer: &Analyzer) -> Vec<Clause> {
+    let mut out = Vec::new();
+    let mut rest = search.trim_start();
+    while !rest.is_empty() {
+        let mut occur = Occur::Should;
+        if let Some(r) = rest.strip_prefix('+') {
+            occur = Occur::Must;
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('-') {
+            occur = Occur::MustNot;
+            rest = r;
+        }
+        let what;
+        if let Some(r) = rest.strip_prefix('"') {
+            let end = r.find('"').unwrap_or(r.len());
+            what = Some(Match::Terms(analyzer.terms(&r[..end])));
+            rest = r.get(end + 1..).unwrap_or("");
+        } else {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let word = &rest[..end];
+            rest = &rest[end..];
+            what = match word.strip_suffix('*') {
+                Some(stem) => match analyzer.folded_words(stem).as_slice() {
+                    [one] => Some(Match::Prefix(one.clone())),
+                    _ => Some(Match::Terms(analyzer.terms(stem))),
+                },
+                None => Some(Match::Terms(analyzer.terms(word))),
+            };
+        }
+        match what {
+            Some(Match::Terms(t)) if t.is_empty() => {}
+            Some(what) => out.push(Clause { occur, what }),
+            None => {}
+        }
+        rest = rest.trim_start();
+    }
+    out
+}
+
+/// Unquoted name of the postings table of fulltext attribute `aid`.
+pub fn postings_table_name(aid: Entid) -> String {
+    format!("ft_{aid}")
+}
+
+/// Unquoted name of the document table of fulltext attribute `aid`.
+pub fn docs_table_name(aid: Entid) -> String {
+    format!("ftd_{aid}")
+}
+
+/// SQL computing the document key `h` of value expression `v`: 0 for a cardinality-one attribute (the entity alone
+/// names its one document), the low 64 bits of the value's MD5 for a cardinality-many one (MD5 is fixed by its RFC,
+/// so stored keys stay right across DuckDB versions).
+pub fn doc_key_sql(many: bool, v: &str) -> String {
+    if many {
+        format!("md5_number_lower({v})")
+    } else {
+        "0::UBIGINT".to_string()
+    }
+}
+
+/// The SELECT (columns `e BIGINT, v VARCHAR, tx BIGINT, score DOUBLE`) of the documents of attribute `aid` that
+/// match `clauses`, scored with BM25 (see the module docs), over the store's postings `ft_<aid>(term, e, h, tf,
+/// pos)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>`. One statement: the statistics and each
+/// clause are common table expressions; clauses are scored by joins and aggregates over the postings.
+pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause]) -> String {
+    let post = store.table(&postings_table_name(aid));
+    let docs = store.table(&docs_table_name(aid));
+    let cur = store.current(aid);
+    let scoring: Vec<usize> = (0..clauses.len()).filter(|i| clauses[*i].occur != Occur::MustNot).collect();
+    if scoring.is_empty() {
+        return "SELECT NULL::BIGINT AS e, NULL::VARCHAR AS v, NULL::BIGINT AS tx, NULL::DOUBLE AS score WHERE false"
+            .to_string();
+    }
+    let idf = |df: &str| format!("ln(1 + (st.n - {df} + 0.5) / ({df} + 0.5))");
+    let norm = format!("({} * (1 - {b} + {b} * d.len / st.avgdl))", lit(K1), b = lit(B));
+    let mut ctes =
+        vec![format!("st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 0)::DOUBLE AS avgdl FROM {docs})")];
+    for (i, c) in clauses.iter().enumerate() {
+        let rel = match (&c.what, c.occur) {
+            (Match::Terms(t), Occur::MustNot) if t.len() == 1 => {
+                format!("SELECT DISTINCT e, h FROM {post} WHERE term = {}", string_value(&t[0]))
+            }
+            (Match::Prefix(p), Occur::MustNot) => {
+                format!("SELECT DISTINCT e, h FROM {post} WHERE starts_with(term, {})", string_value(p))
+            }
+            (Match::Terms(t), _) if t.len() == 1 => {
+                term_clause(&post, &docs, &format!("term = {}", string_value(&t[0])), &idf, &norm)
+            }
+            (Match::Prefix(p), _) => {
+                term_clause(&post, &docs, &format!("starts_with(term, {})", string_value(p)), &idf, &norm)
+            }
+            (Match::Terms(terms), occur) => {
+                let occurrences: Vec<String> = terms
+                    .iter()
+                    .enumerate()
+                    .map(|(k, t)| {
+                        format!("SELECT e, h, unnest(pos) - {k} AS p FROM {post} WHERE term = {}", string_value(t))
+                    })
+                    .collect();
+                let tf =
+                    format!("SELECT e, h, count(*) AS tf FROM ({}) GROUP BY e, h", occurrences.join(" INTERSECT "));
+                if occur == Occur::MustNot {
+                    format!("SELECT e, h FROM ({tf})")
+                } else {
+                    let idfs: Vec<String> = terms
+                        .iter()
+                        .map(|t| idf(&format!("(SELECT count(*) FROM {post} WHERE term = {})", string_value(t))))
+                        .collect();
+                    format!(
+                        "SELECT o.e, o.h, ({}) * o.tf * {} / (o.tf + {norm}) AS s \
+                         FROM ({tf}) o JOIN {docs} d ON d.e = o.e AND d.h = o.h, st",
+                        idfs.join(" + "),
+                        lit(K1 + 1.0)
+                    )
+                }
+            }
+        };
+        ctes.push(format!("c{i} AS ({rel})"));
+    }
+    let union: Vec<String> = scoring.iter().map(|i| format!("SELECT {i} AS c, e, h, s FROM c{i}")).collect();
+    let musts: Vec<String> =
+        scoring.iter().filter(|i| clauses[**i].occur == Occur::Must).map(|i| i.to_string()).collect();
+    let having = if musts.is_empty() {
+        String::new()
+    } else {
+        format!(" HAVING count(*) FILTER (WHERE c IN ({})) = {}", musts.join(", "), musts.len())
+    };
+    ctes.push(format!(
+        "hits AS (SELECT e, h, sum(s) AS score FROM ({}) GROUP BY e, h{having})",
+        union.join(" UNION ALL ")
+    ));
+    let excluded: Vec<String> = (0..clauses.len())
+        .filter(|i| clauses[*i].occur == Occur::MustNot)
+        .map(|i| format!(" AND NOT EXISTS (SELECT 1 FROM c{i} x WHERE x.e = hits.e AND x.h = hits.h)"))
+        .collect();
+    format!(
+        "WITH {} SELECT c.e AS e, c.v AS v, c.tx AS tx, hits.score AS score FROM hits JOIN {cur} c \
+         ON c.e = hits.e AND {} = hits.h WHERE true{}",
+        ctes.join(", "),
+        doc_key_sql(many, "c.v"),
+        excluded.join("")
+    )
+}
+
+/// A clause over the postings whose term satisfies `pred`: one row per matching document, scored by the sum of
+/// its matching terms' BM25 scores (each term's `df` counted over its postings by a window).
+fn term_clause(post: &str, docs: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
+    format!(
+        "SELECT p.e, p.h, sum({} * p.tf * {} / (p.tf + {norm})) AS s \
+         FROM (SELECT e, h, tf, count(*) OVER (PARTITION BY term) AS df FROM {post} WHERE {pred}) p \
+         JOIN {docs} d ON d.e = p.e AND d.h = p.h, st GROUP BY p.e, p.h",
+        idf("p.df"),
+        lit(K1 + 1.0)
+    )
+}
+
+/// A DOUBLE literal (DuckDB reads a bare `1.2` as a DECIMAL).
+fn lit(x: f64) -> String {
+    format!("{x:?}::DOUBLE")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn analyzer() {
+        let en = Analyzer::new("English").unwrap();
+        assert_eq!(en.terms("Running dogs, Café-owners don't 3.14!"), ["run", "dog", "cafe", "owner", "don't", "3.14"]);
+        let none = Analyzer::new("none").unwrap();
+        assert_eq!(none.terms("Running ﬁles"), ["running", "files"]);
+        assert!(Analyzer::new("klingon").err().unwrap().contains("klingon"));
+    }
+
+    #[test]
+    fn search_syntax() {
+        let en = Analyzer::new("english").unwrap();
+        let c = parse_search(r#"  +Databases -slow "network file  systems" comp* x86-64 -- "unclosed"#, &en);
+        let t = |v: &[&str]| Match::Terms(v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            c,
+            vec![
+                Clause { occur: Occur::Must, what: t(&["databas"]) },
+                Clause { occur: Occur::MustNot, what: t(&["slow"]) },
+                Clause { occur: Occur::Should, what: t(&["network", "file", "system"]) },
+                Clause { occur: Occur::Should, what: Match::Prefix("comp".into()) },
+                Clause { occur: Occur::Should, what: t(&["x86", "64"]) },
+                Clause { occur: Occur::Should, what: t(&["unclos"]) },
+            ]
+        );
+        assert!(parse_search("  -- + ", &en).is_empty());
+    }
+
+    #[test]
+    fn sql_shape() {
+        let en = Analyzer::new("english").unwrap();
+        let store = StoreName::parse("mentat").unwrap();
+        let sql = search_sql(&store, 100, false, &parse_search("+a \"b c\" -d", &en));
+        assert!(sql.contains("\"mentat\".\"ft_100\"") && sql.contains("INTERSECT"), "{sql}");
+        assert!(sql.contains("HAVING count(*) FILTER (WHERE c IN (0)) = 1") && sql.contains("NOT EXISTS"), "{sql}");
+        assert!(search_sql(&store, 100, true, &parse_search("-d", &en)).contains("WHERE false"));
+    }
+}

@@ -1,0 +1,131 @@
+//! The fulltext index of the attributes with `:db/fulltext true`, kept by the writers in the DuckDB transaction
+//! that writes the datoms, so it commits and rolls back with them.
+//!
+//! Per fulltext attribute `aid`, two tables in the store's schema:
+//!
+//! * `ft_<aid>(term VARCHAR, e BIGINT, h UBIGINT, tf INTEGER, pos INTEGER[])`: the postings, one row per term
+//!   and document, with the term's frequency in the document and its 0-based positions (for phrases);
+//! * `ftd_<aid>(e BIGINT, h UBIGINT, len INTEGER)`: one row per document, its length in terms (for BM25's length
+//!   normalization; every current datom has one, an empty string with length 0).
+//!
+//! A document is one current datom `(e, v)`; `h` tells the values of one entity apart: 0 for a cardinality-one
+//! attribute, the low 64 bits of MD5(v) for a cardinality-many one ([`planner::fulltext::doc_key_sql`]). Terms
+//! come from `mentat_tokenize(v, language)`, the extension's SQL face of [`planner::fulltext::Analyzer`], with
+//! the store's language ([`planner::schema::Schema::fulltext_language`]): indexing is one set-based `INSERT ...
+//! SELECT` that DuckDB runs in parallel, never a loop over values. An assertion adds its document; a retraction
+//! (cardinality-one replacement included) deletes its document's rows. Parquet export and import carry both
+//! tables like any other table of the store.
+
+use crate::error::Result;
+use crate::stage::{self, KEYS};
+use crate::transactor::Eav;
+use duckdb::Connection;
+use planner::fulltext::{doc_key_sql, docs_table_name, postings_table_name};
+use planner::layout::{quote_str, StoreName};
+use planner::schema::{Attribute, Entid, Schema};
+use std::collections::BTreeSet;
+
+/// The temporary table that holds the terms of the documents being indexed.
+const TERMS: &str = "mentat_ft_terms";
+
+/// SQL creating the two index tables of a fulltext attribute (nothing for any other attribute).
+pub fn ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
+    if !a.fulltext {
+        return Vec::new();
+    }
+    vec![
+        format!(
+            "CREATE TABLE {} (term VARCHAR NOT NULL, e BIGINT NOT NULL, h UBIGINT NOT NULL, tf INTEGER NOT NULL, \
+             pos INTEGER[] NOT NULL)",
+            store.table(&postings_table_name(a.entid))
+        ),
+        format!(
+            "CREATE TABLE {} (e BIGINT NOT NULL, h UBIGINT NOT NULL, len INTEGER NOT NULL)",
+            store.table(&docs_table_name(a.entid))
+        ),
+    ]
+}
+
+/// The index tables of a fulltext attribute, unquoted, with their columns (for Parquet import).
+pub fn tables(a: &Attribute) -> Vec<(String, &'static str)> {
+    if !a.fulltext {
+        return Vec::new();
+    }
+    vec![(postings_table_name(a.entid), "term, e, h, tf, pos"), (docs_table_name(a.entid), "e, h, len")]
+}
+
+/// Indexes the documents `docs` (an SQL query with columns `e BIGINT, v VARCHAR`) of fulltext attribute `a`:
+/// their terms are computed once into a temporary table, then one statement writes the documents' lengths and
+/// one the postings (grouped by term and document, ordered by term so that the row groups of a bulk load are
+/// term ranges that DuckDB's zone maps prune). Returns the number of terms indexed.
+pub fn index(conn: &Connection, store: &StoreName, language: &str, a: &Attribute, docs: &str) -> Result<i64> {
+    let post = store.table(&postings_table_name(a.entid));
+    let dtab = store.table(&docs_table_name(a.entid));
+    let h = doc_key_sql(a.many, "s.v");
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {TERMS} AS SELECT s.e AS e, {h} AS h, mentat_tokenize(s.v, {lang}) AS t \
+         FROM ({docs}) s",
+        lang = quote_str(language)
+    ))?;
+    conn.execute(&format!("INSERT INTO {dtab} SELECT e, h, len(t) FROM {TERMS}"), [])?;
+    let n = conn.execute(
+        &format!(
+            "INSERT INTO {post} SELECT term, e, h, count(*)::INTEGER, list(pos ORDER BY pos) FROM \
+             (SELECT e, h, unnest(t) AS term, (generate_subscripts(t, 1) - 1)::INTEGER AS pos FROM {TERMS}) \
+             GROUP BY term, e, h ORDER BY term"
+        ),
+        [],
+    )?;
+    conn.execute_batch(&format!("DROP TABLE {TERMS}"))?;
+    Ok(n as i64)
+}
+
+/// Removes the documents `docs` (an SQL query with columns `e BIGINT, v VARCHAR`) of fulltext attribute `a`
+/// from its index.
+pub fn unindex(conn: &Connection, store: &StoreName, a: &Attribute, docs: &str) -> Result<()> {
+    let h = doc_key_sql(a.many, "s.v");
+    for table in [postings_table_name(a.entid), docs_table_name(a.entid)] {
+        conn.execute(
+            &format!(
+                "DELETE FROM {t} USING (SELECT s.e AS e, {h} AS h FROM ({docs}) s) r WHERE {t}.e = r.e AND {t}.h = r.h",
+                t = store.table(&table)
+            ),
+            [],
+        )?;
+    }
+    Ok(())
+}
+
+/// Keeps the index of the fulltext attributes among the datoms a transaction (or a group of them) writes: the
+/// retracted documents out, then the asserted ones in, in the order [`crate::transactor::write_datoms`] writes
+/// the datoms. Nothing when no fulltext attribute is touched.
+pub(crate) fn maintain<'d>(
+    conn: &Connection,
+    store: &StoreName,
+    schema: &Schema,
+    adds: impl Iterator<Item = &'d Eav>,
+    retracts: impl Iterator<Item = &'d Eav>,
+) -> Result<()> {
+    let fulltext = |a: Entid| schema.attribute(a).is_some_and(|x| x.fulltext);
+    let rows: Vec<(&Eav, bool)> = retracts
+        .filter(|d| fulltext(d.1))
+        .map(|d| (d, false))
+        .chain(adds.filter(|d| fulltext(d.1)).map(|d| (d, true)))
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    stage::fill(conn, KEYS, rows.iter().map(|((e, a, v), added)| (*a, *e, Some(v), *added, 0, 0)))?;
+    let removed: BTreeSet<Entid> = rows.iter().filter(|r| !r.1).map(|r| r.0 .1).collect();
+    let added: BTreeSet<Entid> = rows.iter().filter(|r| r.1).map(|r| r.0 .1).collect();
+    for aid in removed {
+        let a = schema.attribute(aid).expect("fulltext attributes are in the schema");
+        unindex(conn, store, a, &format!("SELECT e, v_str AS v FROM {KEYS} WHERE a = {aid} AND NOT added"))?;
+    }
+    for aid in added {
+        let a = schema.attribute(aid).expect("fulltext attributes are in the schema");
+        let docs = format!("SELECT e, v_str AS v FROM {KEYS} WHERE a = {aid} AND added");
+        index(conn, store, schema.fulltext_language(), a, &docs)?;
+    }
+    Ok(())
+}
