@@ -112,27 +112,55 @@ unsafe extern "C" fn execute(
 /// # Safety
 /// `con` must be a valid connection inside the entry point.
 pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
-    let mut set = ffi::duckdb_create_scalar_function_set(c"mentat_sql".as_ptr());
-    for arity in 1..=3 {
+    register_varchar_set(
+        con,
+        c"mentat_sql",
+        1..=3,
+        |varchar| varchar,
+        |f| {
+            let extra = Box::into_raw(Box::new(instance.clone())) as *mut c_void;
+            ffi::duckdb_scalar_function_set_extra_info(f, extra, Some(drop_box::<Arc<Instance>>));
+            ffi::duckdb_scalar_function_set_bind(f, Some(bind));
+            ffi::duckdb_scalar_function_set_function(f, Some(execute));
+        },
+    )
+}
+
+/// Registers the scalar function set `name`, one overload per count in `arities` of VARCHAR arguments, each
+/// returning the type `returns` makes of VARCHAR (destroyed here unless it is VARCHAR itself) and finished by
+/// `setup` (callbacks, extra info).
+///
+/// # Safety
+/// `con` must be a valid connection inside the entry point; `setup` may only configure the function it is given.
+pub unsafe fn register_varchar_set(
+    con: ffi::duckdb_connection,
+    name: &std::ffi::CStr,
+    arities: std::ops::RangeInclusive<usize>,
+    returns: impl Fn(ffi::duckdb_logical_type) -> ffi::duckdb_logical_type,
+    setup: impl Fn(ffi::duckdb_scalar_function),
+) -> Result<(), String> {
+    let mut set = ffi::duckdb_create_scalar_function_set(name.as_ptr());
+    for arity in arities {
         let mut f = ffi::duckdb_create_scalar_function();
-        ffi::duckdb_scalar_function_set_name(f, c"mentat_sql".as_ptr());
+        ffi::duckdb_scalar_function_set_name(f, name.as_ptr());
         let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
         for _ in 0..arity {
             ffi::duckdb_scalar_function_add_parameter(f, varchar);
         }
-        ffi::duckdb_scalar_function_set_return_type(f, varchar);
+        let mut ret = returns(varchar);
+        ffi::duckdb_scalar_function_set_return_type(f, ret);
+        if ret != varchar {
+            ffi::duckdb_destroy_logical_type(&mut ret);
+        }
         ffi::duckdb_destroy_logical_type(&mut varchar);
-        let extra = Box::into_raw(Box::new(instance.clone())) as *mut c_void;
-        ffi::duckdb_scalar_function_set_extra_info(f, extra, Some(drop_box::<Arc<Instance>>));
-        ffi::duckdb_scalar_function_set_bind(f, Some(bind));
-        ffi::duckdb_scalar_function_set_function(f, Some(execute));
+        setup(f);
         ffi::duckdb_add_scalar_function_to_set(set, f);
         ffi::duckdb_destroy_scalar_function(&mut f);
     }
     let rc = ffi::duckdb_register_scalar_function_set(con, set);
     ffi::duckdb_destroy_scalar_function_set(&mut set);
     if rc != ffi::DuckDBSuccess {
-        return Err("could not register mentat_sql".into());
+        return Err(format!("could not register {}", name.to_string_lossy()));
     }
     Ok(())
 }

@@ -90,26 +90,11 @@ unsafe extern "C" fn execute(
 /// # Safety
 /// `con` must be a valid connection inside the entry point.
 pub unsafe fn register(con: ffi::duckdb_connection) -> Result<(), String> {
-    let mut set = ffi::duckdb_create_scalar_function_set(c"mentat_tokenize".as_ptr());
-    for arity in 1..=2 {
-        let mut f = ffi::duckdb_create_scalar_function();
-        ffi::duckdb_scalar_function_set_name(f, c"mentat_tokenize".as_ptr());
-        let mut varchar = ffi::duckdb_create_logical_type(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR);
-        for _ in 0..arity {
-            ffi::duckdb_scalar_function_add_parameter(f, varchar);
-        }
-        let mut list = ffi::duckdb_create_list_type(varchar);
-        ffi::duckdb_scalar_function_set_return_type(f, list);
-        ffi::duckdb_destroy_logical_type(&mut list);
-        ffi::duckdb_destroy_logical_type(&mut varchar);
-        ffi::duckdb_scalar_function_set_function(f, Some(execute));
-        ffi::duckdb_add_scalar_function_to_set(set, f);
-        ffi::duckdb_destroy_scalar_function(&mut f);
-    }
-    let rc = ffi::duckdb_register_scalar_function_set(con, set);
-    ffi::duckdb_destroy_scalar_function_set(&mut set);
-    if rc != ffi::DuckDBSuccess {
-        return Err("could not register mentat_tokenize".into());
-    }
-    Ok(())
+    crate::sql::register_varchar_set(
+        con,
+        c"mentat_tokenize",
+        1..=2,
+        |varchar| ffi::duckdb_create_list_type(varchar),
+        |f| ffi::duckdb_scalar_function_set_function(f, Some(execute)),
+    )
 }
