@@ -11,12 +11,16 @@ cargo test --workspace -q 2>&1 | tail -n 40
 # The scale suite's native driver (benchmarks/native: 4.5 to 6.5 minutes of compiling on two cores, mostly the Arrow
 # crates the duckdb crate depends on) is built only on request; the suite smoke test runs it whenever it is built.
 if [ "${MENTAT_NATIVE_BUILD:-0}" = 1 ]; then bash benchmarks/native/build.sh; fi
+# The compilers' mutation fuzz campaign with every compiled statement parsed by DuckDB's own parser (libduckdb from
+# npm, no DuckDB compiled): 200,000 rounds here; `bash benchmarks/fuzz_sql/run.sh --rounds 10000000` is the long run.
+bash benchmarks/fuzz_sql/run.sh --rounds 200000
 python3 -m pytest -q tests
 # Parity: the query, pull and time-travel tests again with the entity path off (every query through one SQL
 # statement); the run above took the entity path wherever a query is entity-shaped.
 MENTAT_ENTITY_PATH=0 python3 -m pytest -q tests/test_query.py tests/test_pull.py tests/test_pull_find.py \
-  tests/test_time_travel.py tests/test_workload.py tests/test_rules.py tests/test_tx_functions.py tests/test_with.py
+  tests/test_time_travel.py tests/test_workload.py tests/test_rules.py tests/test_tx_functions.py tests/test_with.py \
+  tests/test_tuples.py tests/test_value_types.py tests/test_sources.py
 # Parity: the transaction tests again with mentat_transact on the one-at-a-time transactor (no group commit
 # queue); the run above sent every mentat_transact through the queue.
 MENTAT_GROUP_COMMIT=0 python3 -m pytest -q tests/test_transact.py tests/test_tx_functions.py tests/test_store.py \
-  tests/test_concurrency.py tests/test_session.py
+  tests/test_concurrency.py tests/test_session.py tests/test_tuples.py tests/test_value_types.py

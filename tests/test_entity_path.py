@@ -175,6 +175,27 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert not rows(con, "SELECT mentat_sql('[:find ?e :where [?e :p/name _]]')")[0][0].startswith("/*")
 
 
+def test_a_wildcard_pull_takes_the_entity_path_beside_tuple_schema_attributes():
+    """`[*]` of an ordinary entity is answered by the index (which then holds its attributes) although the schema
+    has the bootstrap tuple attributes, which the index cannot hold; `[*]` of a tuple attribute itself, which holds
+    them, is pulled by the general path and shows them."""
+    con = instance(True)
+    transact(con, SCHEMA)
+    e = transact(con, '[{:db/id "a" :p/email "a@x" :p/name "A"}]')["tempids"]["a"]
+    got = rows(con, "SELECT pull FROM mentat_pull('[*]', ?)", [e])[0][0]
+    assert got["p/email"] == "a@x" and got["p/name"] == "A"
+    indexed = {r[0] for r in rows(con, "SELECT ident FROM mentat_entity_index() WHERE state = 'indexed'")}
+    assert {":p/email", ":p/name"} <= indexed
+    transact(con, "[{:db/ident :p/pair :db/valueType :db.type/tuple :db/tupleAttrs [:p/email :p/name]"
+                  "  :db/cardinality :db.cardinality/one}]")
+    pair = rows(con, "SELECT pull FROM mentat_pull('[*]', ':p/pair')")[0][0]
+    ids = dict(rows(con, "SELECT ident, entid FROM mentat_schema()"))
+    assert pair["db/tupleAttrs"] == [ids[":p/email"], ids[":p/name"]]
+    # only a tuple attribute may hold the tuple schema attributes
+    with pytest.raises(duckdb.Error, match="describe a :db.type/tuple attribute"):
+        transact(con, f"[[:db/add {e} :db/tupleType :db.type/long]]")
+
+
 def test_the_index_reports_what_it_holds(con):
     transact(con, SCHEMA)
     transact(con, '[{:p/email "a@x" :p/name "A" :p/tag ["x" "y"]} {:p/email "b@x" :p/name "B"}]')

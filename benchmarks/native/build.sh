@@ -9,26 +9,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-version="${DUCKDB_NPM_VERSION:-1.5.6-r.1}"
-case "$(uname -s)-$(uname -m)" in
-  Linux-x86_64) pkg="@duckdb/node-bindings-linux-x64" ;;
-  Linux-aarch64) pkg="@duckdb/node-bindings-linux-arm64" ;;
-  *) echo "build.sh: no libduckdb.so package for $(uname -s)-$(uname -m)" >&2; exit 1 ;;
-esac
 export CARGO_TARGET_DIR="$here/target"
-lib="$CARGO_TARGET_DIR/libduckdb/$version"
-if [ ! -f "$lib/libduckdb.so" ]; then
-  command -v npm >/dev/null || { echo "build.sh: npm is needed to fetch $pkg@$version" >&2; exit 1; }
-  tmp="$(mktemp -d)"
-  trap 'rm -rf "$tmp"' EXIT
-  echo "build.sh: npm pack $pkg@$version"
-  (cd "$tmp" && npm pack --silent "$pkg@$version" >/dev/null && tar xzf ./*.tgz)
-  so="$(find "$tmp/package" -name libduckdb.so -type f | head -n 1)"
-  [ -n "$so" ] || { echo "build.sh: $pkg@$version has no libduckdb.so" >&2; exit 1; }
-  mkdir -p "$lib"
-  cp "$so" "$lib/libduckdb.so.part"
-  mv "$lib/libduckdb.so.part" "$lib/libduckdb.so"
-fi
+lib="$(bash "$here/libduckdb.sh")"
 export DUCKDB_LIB_DIR="$lib"
 t0=$(date +%s)
 (cd "$here" && cargo build --release --locked)

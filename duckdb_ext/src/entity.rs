@@ -158,6 +158,11 @@ pub fn pull_answer(
     if !instance.entity_path || name.catalog.is_some() {
         return Ok(None);
     }
+    // `*` on the entity path leaves out the bootstrap tuple attributes, which only attributes (entities of
+    // `:db.part/db`) hold: the general path pulls those entities (`planner::pull::flat_fields`).
+    if wildcard && entities.iter().flatten().any(|e| *e < planner::layout::PART_USER_START) {
+        return Ok(None);
+    }
     let store = open_store(instance, name)?;
     let schema = store.schema();
     for first in [true, false] {

@@ -8,7 +8,7 @@
 //! | `mentat_attach_parquet(dir VARCHAR [, store :=])` | table | an exported store opened read-only, its datoms read from the files (see `import.rs`) |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
 //! | `mentat_entity_index([store := VARCHAR])` | table | what the store's entity index holds, per attribute (memory included) |
-//! | `mentat_q(query VARCHAR [, inputs := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer (see `query.rs`) |
+//! | `mentat_q(query VARCHAR [, inputs := VARCHAR, sources := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer; `sources` maps source variables to stores (see `query.rs`) |
 //! | `mentat_explain(query VARCHAR [, inputs := ...])` | table | DuckDB's plan of the statement `mentat_q` runs (see `query.rs`) |
 //! | `mentat_pull(pattern VARCHAR, entity ANY [, store :=, as_of :=, since :=, history :=])` | table | one row `(e BIGINT, pull STRUCT)`: Datomic's pull of an entid, ident or lookup ref (see `pull.rs`) |
 //! | `mentat_pull_many(pattern VARCHAR, entities LIST [, store :=, as_of :=, since :=])` | table | one `(e, pull)` row per list element, in order (see `pull.rs`) |
@@ -167,9 +167,11 @@ impl VTab for Transact {
         if edn.is_null() {
             return Err("mentat_transact: the transaction is NULL".into());
         }
+        let edn = edn.to_string();
+        crate::nesting::check(&edn, "mentat_transact: the transaction")?;
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
         let (caller, store) = caller_and_store(bind, &instance)?;
-        Ok(TransactBind { instance, edn: edn.to_string(), store, caller })
+        Ok(TransactBind { instance, edn, store, caller })
     }
 
     fn init(_: &InitInfo) -> Res<Once> {
@@ -286,7 +288,10 @@ impl VTab for TransactMany {
             return Err("mentat_transact_many: the list of transactions is NULL".into());
         }
         let items = list.to_list().ok_or("mentat_transact_many: the transactions are a VARCHAR[] of EDN tx data")?;
-        let txs = items.iter().map(|v| (!v.is_null()).then(|| v.to_string())).collect();
+        let txs: Vec<Option<String>> = items.iter().map(|v| (!v.is_null()).then(|| v.to_string())).collect();
+        for (i, tx) in txs.iter().enumerate().filter_map(|(i, t)| t.as_ref().map(|t| (i, t))) {
+            crate::nesting::check(tx, &format!("mentat_transact_many: transaction {}", i + 1))?;
+        }
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
         let (caller, store) = caller_and_store(bind, &instance)?;
         Ok(TransactManyBind { instance, txs, store, caller })
@@ -516,7 +521,12 @@ impl VTab for With {
             return Err("mentat_with: the transaction and the query must not be NULL".into());
         }
         let (edn, query) = (edn.to_string(), query.to_string());
-        let inputs = bind.get_named_parameter("inputs").map(|v| v.to_string());
+        let inputs = bind.get_named_parameter("inputs").filter(|v| !v.is_null()).map(|v| v.to_string());
+        crate::nesting::check(&edn, "mentat_with: the transaction")?;
+        crate::nesting::check(&query, "mentat_with: the query")?;
+        if let Some(inputs) = &inputs {
+            crate::nesting::check(inputs, "mentat_with: the inputs")?;
+        }
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
         let (caller, name) = caller_and_store(bind, &instance)?;
         let conn = instance.pool.get_for(&caller)?;

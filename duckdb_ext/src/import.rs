@@ -57,7 +57,10 @@ impl VTab for Import {
             return Err("mentat_import: the source query is NULL".into());
         }
         let refs = match named(bind, "refs") {
-            Some(edn) => ImportOptions::parse_refs(&edn)?,
+            Some(edn) => {
+                crate::nesting::check(&edn, "mentat_import: refs")?;
+                ImportOptions::parse_refs(&edn)?
+            }
             None => Vec::new(),
         };
         let missing_refs = match named(bind, "missing_refs") {

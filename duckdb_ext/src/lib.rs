@@ -12,6 +12,7 @@ mod datoms;
 mod entity;
 mod functions;
 mod import;
+mod nesting;
 mod pool;
 mod pull;
 mod query;

@@ -53,6 +53,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         return Err(format!("{what}: the pattern is NULL"));
     }
     let pattern = value_text(pattern.0);
+    crate::nesting::check(&pattern, &format!("{what}: the pattern"))?;
     let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
     let (caller, store, mut opts) = read_options(info, &extra.instance)?;
     let schema = read_schema(&extra.instance, &store, &mut opts)?;
@@ -62,7 +63,10 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         planner::pull::compile_pull_held(&v, &schema, &store, &opts, held).map_err(|e| e.to_string())
     };
     let compile = || compile_held(None);
-    let entity_sql = |text: &str| planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string());
+    let entity_sql = |text: &str| {
+        crate::nesting::check(text, &format!("{what}: the entity"))?;
+        planner::pull::entity_sql(text, &schema, &store, &opts).map_err(|e| e.to_string())
+    };
     let names = ["e", "pull"];
     let instance = &extra.instance;
     if ffi::duckdb_is_null_value(entity.0) {

@@ -320,6 +320,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         params.push(text);
     }
     let query = params.first().cloned().flatten().ok_or("the query is NULL")?;
+    crate::nesting::check(&query, "the query")?;
     let inputs = match named(info, c"inputs") {
         Some(mut v) => {
             let s = value_text(v);
@@ -328,14 +329,21 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         None => None,
     };
+    if let Some(inputs) = &inputs {
+        crate::nesting::check(inputs, "the inputs")?;
+    }
     let (caller, store_name, mut opts) = read_options(info, &extra.instance)?;
     let schema = read_schema(&extra.instance, &store_name, &mut opts)?;
     let instance = &extra.instance;
+    let stores = read_sources(info, instance, &caller, &store_name)?;
+    let sources: Vec<planner::StoreSource> =
+        stores.iter().map(|(var, store, opts, schema)| planner::StoreSource { var, schema, store, opts }).collect();
     // A query text seen before on this schema is planned for the entity path without compiling SQL (never for
-    // the empty database of a store that does not exist yet).
-    let kept = if opts.empty { None } else { instance.query_shapes.get(&store_name, &query, &schema) };
+    // the empty database of a store that does not exist yet, nor for a query of several stores).
+    let kept =
+        if opts.empty || !sources.is_empty() { None } else { instance.query_shapes.get(&store_name, &query, &schema) };
     // Whether the entity path was tried already (then the general path answers, and it is not tried again below).
-    let mut tried = false;
+    let mut tried = !sources.is_empty();
     if let (Mode::Query, Some(shape)) = (extra.mode, &kept) {
         if let Some(plan) = crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts) {
             if let Some(answer) = crate::entity::answer(instance, &store_name, &plan, shape)? {
@@ -344,15 +352,17 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         }
         tried = true;
     }
-    let mut compiled =
-        planner::compile_query(&query, inputs.as_deref(), &schema, &store_name, &opts).map_err(|e| e.to_string())?;
+    let compile = |held: Option<&[i64]>| {
+        planner::compile_query_sources(&query, inputs.as_deref(), &schema, &store_name, &opts, &sources, held)
+            .map_err(|e| e.to_string())
+    };
+    let mut compiled = compile(None)?;
     // a pull's `*` is typed from the attributes the answer's entities hold: probe them, then compile again
     if let Some(probe) = compiled.held_sql.take() {
         let held = query_bigints(&extra.instance, &caller, &probe, &[])?;
-        compiled = planner::compile_query_held(&query, inputs.as_deref(), &schema, &store_name, &opts, Some(&held))
-            .map_err(|e| e.to_string())?;
+        compiled = compile(Some(&held))?;
     }
-    let shape = match opts.empty {
+    let shape = match opts.empty || !sources.is_empty() {
         true => None,
         false => kept.or_else(|| crate::entity::shape_of(instance, &store_name, &query, &schema, &compiled)),
     };
@@ -674,6 +684,40 @@ pub(crate) unsafe fn read_options(
     Ok((caller, store, opts))
 }
 
+/// A store a query reads through a source variable: the variable, the store, its time travel and its schema.
+type SourceStore = (String, StoreName, QueryOptions, Arc<planner::schema::Schema>);
+
+/// Reads `mentat_q`'s `sources :=` ([`planner::parse_sources`]): for each source variable given a store, that store
+/// (resolved like `store :=`, against the caller's search path; the query's own store when the entry names none),
+/// its time travel, and its schema ([`read_schema`]: a store never written reads as the empty database).
+unsafe fn read_sources(
+    info: ffi::duckdb_bind_info,
+    instance: &Instance,
+    caller: &Caller,
+    default: &StoreName,
+) -> Result<Vec<SourceStore>, String> {
+    let Some(mut v) = named(info, c"sources") else { return Ok(Vec::new()) };
+    let text = value_text(v);
+    ffi::duckdb_destroy_value(&mut v);
+    let mut out = Vec::new();
+    for spec in planner::parse_sources(&text).map_err(|e| e.to_string())? {
+        let store = match &spec.store {
+            Some(name) => {
+                instance.resolve(caller, &StoreName::parse(name)?).map_err(|e| format!("source {}: {e}", spec.var))?
+            }
+            None => default.clone(),
+        };
+        let mut opts = spec.opts;
+        let schema = read_schema(instance, &store, &mut opts).map_err(|e| format!("source {}: {e}", spec.var))?;
+        // a store named for a source must exist (a misspelt name would otherwise read as an empty database)
+        if opts.empty && spec.store.is_some() {
+            return Err(format!("source {}: store {store} does not exist", spec.var));
+        }
+        out.push((spec.var, store, opts, schema));
+    }
+    Ok(out)
+}
+
 /// The schema cache of a store for a read, or, for a store of the default database that does not exist yet, the
 /// bootstrap schema with `opts.empty` set: the read answers against the empty database, as Datomic answers a
 /// new database, and creates nothing (the store is created by its first transaction). An attribute outside the
@@ -694,8 +738,9 @@ pub(crate) fn read_schema(
     Ok(instance.stores.open(&conn, store, false).map_err(|e| e.to_string())?.schema())
 }
 
-/// Registers `mentat_q` and `mentat_explain`: `(query VARCHAR, inputs := VARCHAR, store := VARCHAR, as_of := ANY,
-/// since := ANY, history := BOOLEAN)`. The inputs are a named parameter because DuckDB keeps only the first of
+/// Registers `mentat_q` and `mentat_explain`: `(query VARCHAR, inputs := VARCHAR, sources := VARCHAR,
+/// store := VARCHAR, as_of := ANY, since := ANY, history := BOOLEAN)`. `sources` gives a store (with its own time
+/// travel) to each source variable of `:in` other than `$` that is not a relation in the inputs. The inputs are a named parameter because DuckDB keeps only the first of
 /// several table functions of one name registered through the C API, so a positional optional argument cannot
 /// be expressed.
 ///
@@ -704,7 +749,8 @@ pub(crate) fn read_schema(
 pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) -> Result<(), String> {
     for (name, mode) in [(c"mentat_q", Mode::Query), (c"mentat_explain", Mode::Explain)] {
         let extra = Extra { instance: instance.clone(), mode };
-        let named: Vec<(&CStr, Param)> = [(c"inputs", Param::Varchar)].into_iter().chain(READ_OPTIONS).collect();
+        let named: Vec<(&CStr, Param)> =
+            [(c"inputs", Param::Varchar), (c"sources", Param::Varchar)].into_iter().chain(READ_OPTIONS).collect();
         register_streaming(con, name, &[Param::Varchar], &named, extra, bind)?;
     }
     Ok(())

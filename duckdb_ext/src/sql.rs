@@ -66,6 +66,10 @@ unsafe fn execute_inner(
             continue;
         };
         let inputs = column(1).and_then(|v| text(v, row));
+        crate::nesting::check(&query, "the query")?;
+        if let Some(inputs) = &inputs {
+            crate::nesting::check(inputs, "the inputs")?;
+        }
         let store = column(2).and_then(|v| text(v, row));
         let name = instance.resolve(caller, &StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?)?;
         let mut opts = planner::QueryOptions::default();

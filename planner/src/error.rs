@@ -40,6 +40,10 @@ pub enum PlanError {
     /// Valid Datalog that this compiler does not support (yet).
     #[error("unsupported in `{form}`: {message}")]
     Unsupported { form: String, message: String },
+    /// A source variable (`$2`, `$hist`) that cannot be read where it is named: not bound in `:in`, given
+    /// neither a store nor a relation, or without the attribute a pattern names. `var` is the variable.
+    #[error("source {var} in `{form}`: {message}")]
+    Source { var: String, form: String, message: String },
 }
 
 /// Prints an EDN form for an error message.

@@ -201,3 +201,117 @@ pub fn guarded(what: &str, input: &str, f: impl FnOnce() -> bool + std::panic::U
         Err(_) => panic!("{what} panicked on {input:?}"),
     }
 }
+
+/// The issue-tracker schema the compiler's own tests use (users, issues, labels), which the fuzz campaigns compile
+/// their inputs against.
+pub fn issue_schema() -> crate::schema::Schema {
+    use crate::schema::{Attribute, Unique, ValueType};
+    let attr = |e, i: &str, t, many, unique: Option<Unique>| {
+        let mut a = Attribute::new(e, i, t);
+        a.many = many;
+        a.unique = unique;
+        a.index = unique.is_some();
+        a
+    };
+    let mut s = crate::layout::bootstrap_schema()
+        .with_attribute(attr(100, ":user/email", ValueType::String, false, Some(Unique::Identity)))
+        .with_attribute(attr(101, ":user/name", ValueType::String, false, None))
+        .with_attribute(attr(102, ":issue/title", ValueType::String, false, None))
+        .with_attribute(attr(103, ":issue/state", ValueType::Keyword, false, None))
+        .with_attribute(attr(104, ":issue/priority", ValueType::Long, false, None))
+        .with_attribute(attr(105, ":issue/assignee", ValueType::Ref, false, None))
+        .with_attribute(attr(106, ":issue/reporter", ValueType::Ref, false, None))
+        .with_attribute(attr(107, ":issue/created-at", ValueType::Instant, false, None))
+        .with_attribute(attr(108, ":issue/label", ValueType::Ref, true, None))
+        .with_attribute(attr(109, ":label/name", ValueType::String, false, Some(Unique::Identity)));
+    s.add_ident(":priority/high", 200);
+    s
+}
+
+/// What a campaign of [`compile_campaign`] did.
+#[derive(Debug, Default)]
+pub struct Campaign {
+    pub seeds_queries: usize,
+    pub seeds_patterns: usize,
+    pub compiled: usize,
+    pub refused: usize,
+    /// Inputs whose compiled statement the `check` refused: `(input, statement, reason)`, the first 20.
+    pub check_failures: Vec<(String, String, String)>,
+    pub check_failed: usize,
+    pub slowest: Duration,
+}
+
+/// A mutation campaign over the query and pull compilers: `rounds` inputs, each a mutation ([`mutate`]) of a query or
+/// pull pattern written in the compiler's own tests and sources, compiled against [`issue_schema`] (a query with
+/// `:in` gets one of a few inputs, right or wrong). A panic is a failure naming the input (see [`guarded`]). Every
+/// statement that compiles is handed to `check` (for example DuckDB's parser); its `Err` is counted and kept.
+pub fn compile_campaign(rounds: usize, seed: u64, mut check: impl FnMut(&str) -> Result<(), String>) -> Campaign {
+    use crate::layout::StoreName;
+    use crate::{compile_pull, compile_query, QueryOptions};
+    let sources = [
+        include_str!("tests.rs"),
+        include_str!("tests_log.rs"),
+        include_str!("rules.rs"),
+        include_str!("pull.rs"),
+        include_str!("entity.rs"),
+    ];
+    let mut queries = Vec::new();
+    let mut patterns = Vec::new();
+    for s in sources {
+        queries.extend(literals(s, &["[:find"]));
+        patterns.extend(literals(s, &["[:", "[*", "[{", "[["]).into_iter().filter(|p| !p.starts_with("[:find")));
+    }
+    let inputs = ["[]", "[\"a@b.c\"]", "[[1 2]]", "[[[1 \"a\"]]]", "[:issue/title]", "[#inst \"2021\" 3]"];
+    let schema = issue_schema();
+    let store = StoreName::parse("mentat").expect("store");
+    let opts = QueryOptions::default();
+    let mut rng = Rng(seed.max(1));
+    let words: Vec<&str> = queries.iter().chain(&patterns).flat_map(|q| q.split(' ')).collect();
+    let mut out = Campaign { seeds_queries: queries.len(), seeds_patterns: patterns.len(), ..Default::default() };
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    for _ in 0..rounds {
+        let (sql, t) = if rng.below(4) == 0 {
+            let at = rng.below(patterns.len());
+            let p = mutate(&mut rng, &patterns[at], &words, QUERY_TOKENS);
+            let (schema, store, opts) = (&schema, &store, &opts);
+            let sql =
+                guarded_value("compile_pull", &p, || compile_pull(&p, schema, store, opts).ok().map(|c| c.many_sql()));
+            (sql.0.map(|s| (p, s)), sql.1)
+        } else {
+            let at = rng.below(queries.len());
+            let q = mutate(&mut rng, &queries[at], &words, QUERY_TOKENS);
+            let i = if q.contains(":in") { Some(inputs[rng.below(inputs.len())]) } else { None };
+            let (schema, store, opts) = (&schema, &store, &opts);
+            let input = format!("{q} with inputs {i:?}");
+            let sql = guarded_value("compile_query", &input, || {
+                compile_query(&q, i, schema, store, opts).ok().map(|c| c.sql)
+            });
+            (sql.0.map(|s| (input, s)), sql.1)
+        };
+        out.slowest = out.slowest.max(t);
+        match sql {
+            Some((input, sql)) => {
+                out.compiled += 1;
+                if let Err(why) = check(&sql) {
+                    out.check_failed += 1;
+                    if out.check_failures.len() < 20 {
+                        out.check_failures.push((input, sql, why));
+                    }
+                }
+            }
+            None => out.refused += 1,
+        }
+    }
+    std::panic::set_hook(previous);
+    out
+}
+
+/// [`guarded`] for a function that gives a value.
+pub fn guarded_value<T>(what: &str, input: &str, f: impl FnOnce() -> T + std::panic::UnwindSafe) -> (T, Duration) {
+    let t = Instant::now();
+    match std::panic::catch_unwind(f) {
+        Ok(v) => (v, t.elapsed()),
+        Err(_) => panic!("{what} panicked on {input:?}"),
+    }
+}

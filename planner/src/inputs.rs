@@ -7,7 +7,7 @@
 use crate::algebrize::read_constant;
 use crate::error::{show, PlanError};
 use crate::parse::{parse_edn, Binding, InBinding, Query, Var};
-use crate::source::Ctx;
+use crate::source::{Ctx, RelationSource};
 use crate::types::Constant;
 use edn_format::Value;
 
@@ -19,6 +19,8 @@ pub struct Inputs {
     pub relations: Vec<RelationInput>,
     /// Pull patterns given as inputs, by the plain symbol that names them in `:in`.
     pub patterns: Vec<(String, Value)>,
+    /// Collections of tuples given for source variables (`:in $ $2` with `$2` given no store).
+    pub source_relations: Vec<RelationSource>,
 }
 
 /// The rows of a relation input; `None` columns were `_`.
@@ -28,7 +30,19 @@ pub struct RelationInput {
     pub rows: Vec<Vec<Constant>>,
 }
 
-/// Reads the inputs vector against the query's `:in` bindings.
+/// Whether an `:in` binding takes an element of the inputs vector: every binding but `$` and the source
+/// variables given a store (`store_vars`, from `sources :=`); a source variable given no store is a relation
+/// in the inputs.
+pub fn takes_input(b: &InBinding, store_vars: &[&str]) -> bool {
+    match b {
+        InBinding::Source(name) => name != "$" && !store_vars.contains(&name.as_str()),
+        _ => true,
+    }
+}
+
+/// Reads the inputs vector against the query's `:in` bindings: one element per binding that
+/// [`takes_input`]. A source variable's element is a relation source, a collection of tuples
+/// ([`Inputs::source_relations`]).
 pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result<Inputs, PlanError> {
     let values = match inputs_edn.map(str::trim) {
         None | Some("") => vec![],
@@ -42,38 +56,65 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             }
         },
     };
+    /// What one inputs element is for.
+    enum Slot<'q> {
+        Rules,
+        Bind(&'q Binding),
+        Pattern(&'q String),
+        Source(&'q String),
+    }
     let mut bindings = Vec::new();
     let mut sources = 0;
+    let mut named: Vec<&String> = Vec::new();
     for b in &query.inputs {
         match b {
             InBinding::Source(name) if name == "$" => sources += 1,
+            InBinding::Source(name) if named.contains(&name) => {
+                return Err(PlanError::syntax(&query.in_form, format!("source {name} is bound twice in :in")))
+            }
             InBinding::Source(name) => {
-                return Err(PlanError::unsupported(
-                    &query.in_form,
-                    format!("source {name}: only the default source $ is supported"),
-                ))
+                named.push(name);
+                if !ctx.is_store_source(name) {
+                    bindings.push(Slot::Source(name));
+                }
             }
             // The rule set's input is read by `crate::rules::from_inputs`.
-            InBinding::Rules => bindings.push(None),
-            InBinding::Bind(b) => bindings.push(Some(Ok(b))),
-            InBinding::Pattern(name) => bindings.push(Some(Err(name))),
+            InBinding::Rules => bindings.push(Slot::Rules),
+            InBinding::Bind(b) => bindings.push(Slot::Bind(b)),
+            InBinding::Pattern(name) => bindings.push(Slot::Pattern(name)),
         }
     }
     if sources > 1 {
         return Err(PlanError::unsupported(&query.in_form, "only one source $"));
     }
     if bindings.len() != values.len() {
+        if let Some(Slot::Source(name)) = bindings.iter().find(|b| matches!(b, Slot::Source(_))) {
+            return Err(PlanError::Source {
+                var: name.to_string(),
+                form: show(&query.in_form),
+                message: format!(
+                    "it is given no store in sources :=, so the inputs give it a relation (a collection of tuples): \
+                     {} inputs expected, {} given",
+                    bindings.len(),
+                    values.len()
+                ),
+            });
+        }
         return Err(PlanError::InputCount { form: show(&query.in_form), expected: bindings.len(), got: values.len() });
     }
     let mut out = Inputs::default();
     for (b, v) in bindings.into_iter().zip(&values) {
         let b = match b {
-            None => continue,
-            Some(Err(name)) => {
+            Slot::Rules => continue,
+            Slot::Pattern(name) => {
                 out.patterns.push((name.clone(), v.clone()));
                 continue;
             }
-            Some(Ok(b)) => b,
+            Slot::Source(name) => {
+                out.source_relations.push(relation_source(name, v)?);
+                continue;
+            }
+            Slot::Bind(b) => b,
         };
         match b {
             Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
@@ -105,6 +146,37 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
         }
     }
     Ok(out)
+}
+
+/// A relation source: the collection of tuples given for source variable `var`, each tuple a vector or list of
+/// plain values (a keyword stays a keyword, a nested vector is a tuple value, never a lookup ref), as Datomic
+/// reads a collection given as a data source. Errors ([`PlanError::BadInput`]) name the variable and the value.
+fn relation_source(var: &str, v: &Value) -> Result<RelationSource, PlanError> {
+    let bad = |form: &Value, what: &str| PlanError::BadInput {
+        form: show(form),
+        message: format!("the source {var} is given no store in sources :=, so its input is a relation: {what}"),
+    };
+    let items = collection(v).map_err(|_| bad(v, "a collection of tuples such as [[1 :a 2] [3 :b 4]]"))?;
+    let mut rows = Vec::new();
+    for t in items {
+        match t {
+            Value::Vector(xs) | Value::List(xs) if !xs.is_empty() => {
+                rows.push(xs.iter().map(plain_constant).collect::<Result<Vec<_>, _>>()?)
+            }
+            other => return Err(bad(other, "each element is a non-empty tuple (a vector)")),
+        }
+    }
+    Ok(RelationSource { var: var.to_string(), rows })
+}
+
+/// A plain EDN value as a constant: vectors are tuples, never lookup refs.
+pub(crate) fn plain_constant(v: &Value) -> Result<Constant, PlanError> {
+    match v {
+        Value::Vector(xs) | Value::List(xs) if !xs.is_empty() => {
+            Ok(Constant::Tuple(xs.iter().map(plain_constant).collect::<Result<_, _>>()?))
+        }
+        other => crate::types::scalar_constant(other),
+    }
 }
 
 fn collection(v: &Value) -> Result<Vec<&Value>, PlanError> {

@@ -46,10 +46,12 @@ mod tests;
 mod tests_fuzz;
 #[cfg(test)]
 mod tests_log;
+#[cfg(test)]
+mod tests_sources;
 
 pub use error::PlanError;
 pub use pull::{compile_pull, CompiledPull};
-pub use source::{QueryOptions, TimeBound};
+pub use source::{parse_sources, QueryOptions, RelationSource, SourceSpec, StoreSource, TimeBound};
 
 use layout::StoreName;
 use schema::Schema;
@@ -115,11 +117,55 @@ pub fn compile_query_held(
     opts: &QueryOptions,
     held: Option<&[schema::Entid]>,
 ) -> Result<CompiledQuery, PlanError> {
+    compile_query_sources(query_edn, inputs_edn, schema, store, opts, &[], held)
+}
+
+/// [`compile_query_held`] for a query of several sources (Datomic's `:in $ $2`): `schema`, `store` and `opts`
+/// are the default source `$`, and `sources` the stores given for other source variables, each with its own
+/// schema and time travel. A source variable of `:in` given no store is a relation source: its element of the
+/// inputs is a collection of tuples, matched by patterns on tuple positions.
+///
+/// Clauses read `$` unless they name a source (`[$2 ?e :a ?v]`, `($2 not ...)`, `($2 or ...)`,
+/// `($2 rule ?a)`, `[(get-else $2 ?e :a d) ?v]`); the clauses inside a sourced `not`/`or` and a rule's bodies
+/// read that source. Each pattern's idents resolve against its own source's schema, and the whole query is still
+/// one statement (each store source's tables are read in its own DuckDB schema).
+///
+/// Errors, besides [`compile_query`]'s: [`PlanError::Source`] for a store given for a variable that `:in` does not
+/// bind, a source named in a clause that `:in` does not bind, an attribute unknown to the named source's schema
+/// (naming both), and a function that needs a database called on a relation source.
+pub fn compile_query_sources(
+    query_edn: &str,
+    inputs_edn: Option<&str>,
+    schema: &Schema,
+    store: &StoreName,
+    opts: &QueryOptions,
+    sources: &[source::StoreSource],
+    held: Option<&[schema::Entid]>,
+) -> Result<CompiledQuery, PlanError> {
     let query = parse::parse_query(query_edn)?;
-    let rules = rules::from_inputs(&query, inputs_edn)?;
-    let mut ctx = Ctx::new(schema, store, opts).with_rules(rules.as_ref());
+    let in_sources: Vec<String> = query
+        .inputs
+        .iter()
+        .filter_map(|b| match b {
+            parse::InBinding::Source(name) if name != "$" => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    for s in sources {
+        if !in_sources.iter().any(|n| n == s.var) {
+            return Err(PlanError::Source {
+                var: s.var.to_string(),
+                form: error::show(&query.in_form),
+                message: format!("sources := gives it the store {}, but the query's :in does not bind it", s.store),
+            });
+        }
+    }
+    let store_vars: Vec<&str> = sources.iter().map(|s| s.var).collect();
+    let rules = rules::from_inputs(&query, inputs_edn, &store_vars)?;
+    let mut ctx = Ctx::new(schema, store, opts).with_rules(rules.as_ref()).with_stores(sources, in_sources);
     ctx.pull_held = held;
-    let inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
+    let mut inputs = inputs::read_inputs(&ctx, &query, inputs_edn)?;
+    let ctx = ctx.with_relations(std::mem::take(&mut inputs.source_relations));
     // a pull pattern given as an input replaces its name in `(pull ?e pattern)`
     let mut query = query;
     for elem in query.find.elements_mut() {

@@ -501,6 +501,12 @@ fn find_elem(v: &Value) -> Result<FindElem, PlanError> {
             if func == "pull" {
                 let args: &[Value] = match &items[1..] {
                     [Value::Symbol(s), rest @ ..] if s.name() == "$" => rest,
+                    [Value::Symbol(s), ..] if s.name().starts_with('$') => {
+                        return Err(PlanError::unsupported(
+                            v,
+                            format!("pull from source {}: a pull in :find reads the default source $", s.name()),
+                        ))
+                    }
                     rest => rest,
                 };
                 return match args {
@@ -648,10 +654,8 @@ pub fn clause(v: &Value) -> Result<Clause, PlanError> {
             },
             _ => {
                 let mut terms: Vec<Term> = items.iter().map(term).collect();
+                // `[$2 ?e :a ?v]`: the source is read back from the form (see `clause_source`)
                 if matches!(terms.first(), Some(Term::Src)) {
-                    if !matches!(&items[0], Value::Symbol(s) if s.name() == "$") {
-                        return Err(PlanError::unsupported(v, "only the default source $ is supported"));
-                    }
                     terms.remove(0);
                 }
                 if !(3..=5).contains(&terms.len()) && terms.len() != 2 {
@@ -661,6 +665,18 @@ pub fn clause(v: &Value) -> Result<Clause, PlanError> {
             }
         },
         Value::List(items) => {
+            // `($2 not ...)`, `($2 or ...)` and their -join forms: the clause with its source kept in the form (see
+            // `clause_source`); `($2 rule ...)` is a rule call like any other.
+            if let [Value::Symbol(src), Value::Symbol(head), ..] = items.as_slice() {
+                if src.name().starts_with('$') && matches!(head.name(), "not" | "not-join" | "or" | "or-join" | "and") {
+                    let inner = clause(&Value::List(items[1..].to_vec()))?;
+                    return Ok(match inner {
+                        Clause::Not { join, clauses, .. } => Clause::Not { join, clauses, form: v.clone() },
+                        Clause::Or { join, branches, .. } => Clause::Or { join, branches, form: v.clone() },
+                        other => other,
+                    });
+                }
+            }
             let head = match items.first() {
                 Some(Value::Symbol(s)) => s.name().to_string(),
                 _ => return Err(PlanError::syntax(v, "expected not, not-join, or, or-join, and, or a rule call")),
@@ -738,6 +754,32 @@ fn branches(items: &[Value], form: &Value) -> Result<Vec<Vec<Clause>>, PlanError
             other => Ok(vec![clause(other)?]),
         })
         .collect()
+}
+
+/// The source variable a `:where` clause names, read from its form: `[$2 ?e :a ?v]`, `($2 not ...)`,
+/// `($2 or-join ...)`, `($2 rule ?a)`, and for function and predicate clauses their source argument
+/// (`[(get-else $2 ?e :a 0) ?v]`). None when the clause names no source (it reads the default of its scope).
+pub fn clause_source(c: &Clause) -> Option<&str> {
+    fn sym(v: &Value) -> Option<&str> {
+        match v {
+            Value::Symbol(s) if s.namespace().is_none() && s.name().starts_with('$') => Some(s.name()),
+            _ => None,
+        }
+    }
+    match c {
+        Clause::Pattern { form: Value::Vector(items), .. } => items.first().and_then(sym),
+        Clause::Not { form: Value::List(items), .. }
+        | Clause::Or { form: Value::List(items), .. }
+        | Clause::RuleCall { form: Value::List(items) } => items.first().and_then(sym),
+        Clause::Predicate(call) | Clause::Function { call, .. } => match &call.form {
+            Value::Vector(items) => match items.first() {
+                Some(Value::List(call_items)) => call_items.iter().skip(1).find_map(sym),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Builds a keyword value (for tests and error forms).

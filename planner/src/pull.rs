@@ -341,7 +341,21 @@ pub fn flat_fields(
     let mut next_id = 0;
     let pattern = parse_pattern(&parse_edn(pattern_edn, "pull pattern").ok()?, schema, &mut next_id).ok()?;
     let c = Compiler::new(Ctx::new(schema, store, opts), false, held);
-    let specs = c.expand(&pattern);
+    let mut specs = c.expand(&pattern);
+    // `*` leaves out the bootstrap tuple attributes (`:db/tupleTypes`, `:db/tupleAttrs`), which the index does not
+    // hold: the transactor lets only tuple attributes, entities of `:db.part/db`, hold them, and the entity path
+    // pulls no such entity with `*` (see `mentat::entity::pull_answer`).
+    if pattern.wildcard {
+        let named = |a: Entid| pattern.specs.iter().any(|s| s.target == Target::Forward(a));
+        specs.retain(|s| match s.target {
+            Target::Forward(a) => {
+                a >= crate::layout::PART_DB_USER_START
+                    || schema.attribute(a).is_none_or(|attr| crate::entity::entity_path_type(attr.value_type))
+                    || named(a)
+            }
+            _ => true,
+        });
+    }
     for s in &specs {
         match (s.target, &s.sub) {
             (Target::DbId, _) => {}
@@ -431,6 +445,10 @@ pub fn parse_pattern(v: &Value, schema: &Schema, next_id: &mut usize) -> Result<
     for item in items {
         match item {
             _ if is_symbol(item, "*") || matches!(item, Value::String(s) if s == "*") => p.wildcard = true,
+            // Datomic's grammar: a map spec holds one or more `attr pattern` pairs
+            Value::Map(m) if m.is_empty() => {
+                return Err(PlanError::syntax(item, "a map spec names at least one ref attribute"));
+            }
             Value::Map(m) => {
                 for (k, sub) in m {
                     let mut spec = attr_expr(k, schema)?;
@@ -1118,6 +1136,16 @@ mod tests {
 
     fn compile(p: &str) -> Result<CompiledPull, PlanError> {
         compile_pull(p, &schema(), &StoreName::parse("mentat").unwrap(), &QueryOptions::default())
+    }
+
+    /// Found by the SQL fuzz campaign (benchmarks/fuzz_sql): `[{}]` compiled to an empty STRUCT literal `{}`,
+    /// which DuckDB cannot parse. Datomic's grammar wants at least one pair in a map spec.
+    #[test]
+    fn an_empty_map_spec_is_refused() {
+        for p in ["[{}]", "[:user/email {}]", "[{:issue/label [{}]}]"] {
+            let e = compile(p).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("a map spec names at least one ref attribute"), "{p}: {e}");
+        }
     }
 
     #[test]

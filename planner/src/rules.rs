@@ -238,10 +238,16 @@ impl RuleSet {
 }
 
 /// The rule set of a query: the inputs element at the position of `%` in `:in` (None when the query
-/// has no `%`). Errors as [`RuleSet::parse`], or [`PlanError::InputCount`] when the inputs stop short.
-pub fn from_inputs(query: &crate::parse::Query, inputs_edn: Option<&str>) -> Result<Option<RuleSet>, PlanError> {
+/// has no `%`), counting the bindings that [`crate::inputs::takes_input`] (`store_vars` are the source variables
+/// given a store). Errors as [`RuleSet::parse`], or [`PlanError::InputCount`] when the inputs stop short.
+pub fn from_inputs(
+    query: &crate::parse::Query,
+    inputs_edn: Option<&str>,
+    store_vars: &[&str],
+) -> Result<Option<RuleSet>, PlanError> {
     use crate::parse::InBinding;
-    let after_sources: Vec<&InBinding> = query.inputs.iter().filter(|b| !matches!(b, InBinding::Source(_))).collect();
+    let after_sources: Vec<&InBinding> =
+        query.inputs.iter().filter(|b| crate::inputs::takes_input(b, store_vars)).collect();
     let Some(pos) = after_sources.iter().position(|b| matches!(b, InBinding::Rules)) else {
         return Ok(None);
     };
@@ -296,8 +302,28 @@ fn rule_body(r: &Value) -> Result<(String, RuleBody, usize), PlanError> {
     if distinct.len() != params.len() {
         return Err(PlanError::syntax(r, "a rule head names each variable once"));
     }
+    // Datomic's rules read the source they are called with (`($2 rule ...)`): a body names no other source
+    if let Some(src) = clause_forms.iter().find_map(named_source) {
+        return Err(PlanError::syntax(
+            r,
+            format!(
+                "a rule's body cannot name the source {src}: it reads the source of its call, as in ({src} {name} ...)"
+            ),
+        ));
+    }
     let clauses = clause_forms.iter().map(clause).collect::<Result<Vec<_>, _>>()?;
     Ok((name, RuleBody { params, clause_forms: clause_forms.to_vec(), clauses, form: r.clone() }, required))
+}
+
+/// The first source variable other than `$` anywhere in a form.
+fn named_source(v: &Value) -> Option<String> {
+    match v {
+        Value::Symbol(s) if s.namespace().is_none() && s.name().starts_with('$') && s.name() != "$" => {
+            Some(s.name().to_string())
+        }
+        Value::Vector(items) | Value::List(items) => items.iter().find_map(named_source),
+        _ => None,
+    }
 }
 
 /// The rule call forms in clauses, with whether each is under a `not`.

@@ -1,31 +1,12 @@
 //! Compiler tests: SQL snapshots (insta) and errors, over the issue-tracker schema of the workload.
 
-use crate::layout::{bootstrap_schema, StoreName};
-use crate::schema::{Attribute, Schema, Unique, ValueType};
+use crate::layout::StoreName;
+use crate::schema::{Attribute, Schema, ValueType};
 use crate::{compile_query, CompiledQuery, PlanError, QueryOptions, TimeBound};
 
 /// The workload's schema (`shared/workload.md`) on top of the bootstrap attributes.
 pub(crate) fn schema() -> Schema {
-    let attr = |e, i: &str, t, many, unique: Option<Unique>| {
-        let mut a = Attribute::new(e, i, t);
-        a.many = many;
-        a.unique = unique;
-        a.index = unique.is_some();
-        a
-    };
-    let mut s = bootstrap_schema()
-        .with_attribute(attr(100, ":user/email", ValueType::String, false, Some(Unique::Identity)))
-        .with_attribute(attr(101, ":user/name", ValueType::String, false, None))
-        .with_attribute(attr(102, ":issue/title", ValueType::String, false, None))
-        .with_attribute(attr(103, ":issue/state", ValueType::Keyword, false, None))
-        .with_attribute(attr(104, ":issue/priority", ValueType::Long, false, None))
-        .with_attribute(attr(105, ":issue/assignee", ValueType::Ref, false, None))
-        .with_attribute(attr(106, ":issue/reporter", ValueType::Ref, false, None))
-        .with_attribute(attr(107, ":issue/created-at", ValueType::Instant, false, None))
-        .with_attribute(attr(108, ":issue/label", ValueType::Ref, true, None))
-        .with_attribute(attr(109, ":label/name", ValueType::String, false, Some(Unique::Identity)));
-    s.add_ident(":priority/high", 200);
-    s
+    crate::fuzz::issue_schema()
 }
 
 fn store() -> StoreName {

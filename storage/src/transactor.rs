@@ -858,6 +858,17 @@ impl<'a> Tx<'a> {
                 reason: format!("{reason} (in {form})"),
             };
             match (old, new) {
+                (None, None) | (None, Some(Attribute { tuple: None, .. }))
+                    if [layout::DB_TUPLE_TYPE, layout::DB_TUPLE_TYPES, layout::DB_TUPLE_ATTRS]
+                        .iter()
+                        .any(|k| p.contains_key(k))
+                        && p.get(&layout::DB_VALUE_TYPE)
+                            != Some(&layout::value_type_entid(ValueType::Tuple).to_string()) =>
+                {
+                    return Err(err(
+                        ":db/tupleAttrs, :db/tupleType and :db/tupleTypes describe a :db.type/tuple attribute".into(),
+                    ));
+                }
                 (None, None) => {
                     let partial = [layout::DB_VALUE_TYPE, layout::DB_CARDINALITY, layout::DB_UNIQUE]
                         .iter()

@@ -158,6 +158,14 @@ impl Scope {
                 Query::Select(Box::new(select))
             })
             .collect();
+        // A UNION's rows are distinct, so its columns are a key; a single branch is no UNION, and its rows are
+        // distinct over the outputs only where the key analysis proves it (an inlined rule whose body has a variable
+        // beyond its head yields one row per value of that variable: found by the differential tests).
+        let key = if parts.len() > 1 || crate::keys::unique_over(&branches[0].alg, outputs) {
+            Some(outputs.to_vec())
+        } else {
+            None
+        };
         let query = if parts.len() == 1 {
             parts.into_iter().next().unwrap_or(Query::Select(Box::default()))
         } else {
@@ -176,7 +184,7 @@ impl Scope {
         };
         self.alg.sources.push(Source {
             item,
-            key: Some(outputs.to_vec()),
+            key,
             vars: outputs.to_vec(),
             pinned: lateral,
             values: None,

@@ -156,9 +156,7 @@ impl Scope {
         let (patterns, mut rest): (Vec<&Clause>, Vec<&Clause>) =
             clauses.iter().partition(|c| matches!(c, Clause::Pattern { .. }));
         for p in patterns {
-            if let Clause::Pattern { terms, form } = p {
-                self.pattern(ctx, terms, form)?;
-            }
+            self.clause(ctx, p)?;
         }
         self.place_pending(ctx)?;
         while !rest.is_empty() {
@@ -186,7 +184,23 @@ impl Scope {
         self.finish(ctx)
     }
 
+    /// One clause, read from the source it names (see [`crate::parse::clause_source`]) or else from `ctx`'s.
     fn clause(&mut self, ctx: &Ctx, c: &Clause) -> Result<(), PlanError> {
+        let Some(name) = crate::parse::clause_source(c) else {
+            return self.clause_in(ctx, c);
+        };
+        let sourced = ctx.with_source(name, clause_form(c))?;
+        if sourced.relation().is_some() && matches!(c, Clause::Predicate(_) | Clause::Function { .. }) {
+            return Err(PlanError::Source {
+                var: sourced.source.clone(),
+                form: show(clause_form(c)),
+                message: "this function reads a database, and the source is a relation given in the inputs".into(),
+            });
+        }
+        self.clause_in(&sourced, c)
+    }
+
+    fn clause_in(&mut self, ctx: &Ctx, c: &Clause) -> Result<(), PlanError> {
         match c {
             Clause::Pattern { terms, form } => self.pattern(ctx, terms, form),
             Clause::Predicate(call) => self.predicate(ctx, call),
@@ -292,6 +306,9 @@ impl Scope {
 
     /// A data pattern `[e a v tx added]`.
     fn pattern(&mut self, ctx: &Ctx, terms: &[Term], form: &Value) -> Result<(), PlanError> {
+        if let Some(rel) = ctx.relation() {
+            return self.relation_pattern(ctx, &rel.rows, terms, form);
+        }
         let mut t: Vec<Term> = terms.to_vec();
         t.resize(5, Term::Blank);
         if t[4] != Term::Blank && !ctx.history() {
@@ -336,12 +353,12 @@ impl Scope {
                 };
                 match ctx.schema.attribute_by_ident(&ident) {
                     Some(a) => Ok((a.clone(), reverse)),
-                    None => Err(PlanError::UnknownAttribute { ident: show(c), form: show(form) }),
+                    None => Err(unknown_attribute(ctx, show(c), form)),
                 }
             }
             Value::Integer(i) => match ctx.schema.attribute(*i) {
                 Some(a) => Ok((a.clone(), false)),
-                None => Err(PlanError::UnknownAttribute { ident: i.to_string(), form: show(form) }),
+                None => Err(unknown_attribute(ctx, i.to_string(), form)),
             },
             other => Err(PlanError::syntax(form, format!("{} is not an attribute", show(other)))),
         }
@@ -443,6 +460,65 @@ impl Scope {
             self.bind_term(ctx, &t[i], TExpr::new(Expr::col(&alias, col), ty), form)?;
         }
         Ok(())
+    }
+
+    /// A pattern over a relation source (a collection of tuples given in the inputs): term `i` matches position `i`
+    /// of each tuple, as Datomic matches a collection given as a data source. Constants select tuples here, at
+    /// compile time (equal as EDN values, so `1` is not `1.0`), tuples shorter than the pattern match nothing,
+    /// and the variables become the columns of a VALUES source like a relation input's (typed by their uses).
+    fn relation_pattern(
+        &mut self,
+        ctx: &Ctx,
+        rows: &[Vec<Constant>],
+        terms: &[Term],
+        form: &Value,
+    ) -> Result<(), PlanError> {
+        let mut wanted: Vec<(usize, Constant)> = Vec::new();
+        let mut vars: Vec<Option<Var>> = Vec::new();
+        for (i, t) in terms.iter().enumerate() {
+            match t {
+                Term::Var(v) => vars.push(Some(v.clone())),
+                Term::Blank => vars.push(None),
+                Term::Const(c) => {
+                    wanted.push((i, crate::inputs::plain_constant(c)?));
+                    vars.push(None);
+                }
+                Term::Src => return Err(PlanError::syntax(form, "a source variable inside a pattern")),
+            }
+        }
+        let matching: Vec<Vec<Constant>> = rows
+            .iter()
+            .filter(|r| r.len() >= terms.len() && wanted.iter().all(|(i, c)| r[*i] == *c))
+            .map(|r| r[..terms.len()].to_vec())
+            .collect();
+        if vars.iter().all(Option::is_none) {
+            // nothing to bind: the pattern holds or the scope is empty
+            if matching.is_empty() {
+                self.prune(format!("no tuple of {} matches {}", ctx.source, show(form)));
+            }
+            return Ok(());
+        }
+        if matching.is_empty() {
+            self.prune(format!("no tuple of {} matches {}", ctx.source, show(form)));
+        }
+        // one SQL column has one type: a position bound to a variable must hold values of one type
+        for (i, _) in vars.iter().enumerate().filter(|(_, v)| v.is_some()) {
+            let mut tys = matching.iter().map(|r| r[i].natural_type());
+            if let Some(first) = tys.next() {
+                if let Some(other) = tys.find(|t| *t != first) {
+                    return Err(PlanError::Source {
+                        var: ctx.source.clone(),
+                        form: show(form),
+                        message: format!(
+                            "position {i} of the matching tuples holds both a {} and a {}; a variable takes values of one type",
+                            first.name(),
+                            other.name()
+                        ),
+                    });
+                }
+            }
+        }
+        self.add_values(ctx, vars, matching)
     }
 
     /// Binds the variables of a pruned unbound-attribute pattern to typed NULLs so that projection
@@ -605,6 +681,19 @@ impl Scope {
     }
 }
 
+/// An attribute unknown to the schema of `ctx`'s source: [`PlanError::UnknownAttribute`] for the default source
+/// `$`, else [`PlanError::Source`] naming the source variable and its store.
+fn unknown_attribute(ctx: &Ctx, ident: String, form: &Value) -> PlanError {
+    if ctx.source == "$" {
+        return PlanError::UnknownAttribute { ident, form: show(form) };
+    }
+    PlanError::Source {
+        var: ctx.source.clone(),
+        form: show(form),
+        message: format!("unknown attribute {ident} in the schema of {}", ctx.describe()),
+    }
+}
+
 /// The equality of two bindings of one variable; the mixed fallback compares as text, and a fixed tuple compared
 /// with a homogeneous one as a list.
 fn equate(a: &TExpr, b: &TExpr) -> Expr {
@@ -678,6 +767,19 @@ pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Consta
                 if attr.unique.is_none() {
                     return Err(PlanError::syntax(v, format!("lookup ref attribute {ident} is not unique")));
                 }
+                // A lookup ref constant holds an entid of `$`'s schema (see `coerce`), so one is read only there
+                if !ctx.reads_default() {
+                    return Err(PlanError::Source {
+                        var: ctx.source.clone(),
+                        form: show(form),
+                        message: format!(
+                            "a lookup ref {} in a clause of another source than $ is not supported: bind the entity \
+                             with a pattern such as [{} ?e {ident} ...], or give the lookup ref as an input",
+                            show(v),
+                            ctx.source
+                        ),
+                    });
+                }
                 let value = read_constant(ctx, value, form)?;
                 Ok(Constant::LookupRef { attr: attr.entid, value: Box::new(value) })
             }
@@ -696,12 +798,13 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
         (Ty::Value(T::Ref), Constant::Long(i)) => Some(Expr::int(*i)),
         (Ty::Value(T::Ref), Constant::Keyword(k)) => ctx.schema.entid(k).map(Expr::int),
         (Ty::Value(T::Ref), Constant::LookupRef { attr, value }) => {
-            let a = ctx.schema.attribute(*attr)?;
+            // the lookup ref was read against `$` (inputs included); it names the entity of the source it is used in
+            let a = ctx.default_attribute_here(*attr)?;
             let v = coerce(ctx, value, &crate::types::attr_ty(a))?;
             let lr = ctx.alias("lr");
             let q = Select {
                 items: vec![(Expr::col(&lr, "e"), None)],
-                from: vec![FromItem::inner(ctx.datoms(*attr), &lr)],
+                from: vec![FromItem::inner(ctx.datoms(a.entid), &lr)],
                 filters: vec![Expr::eq(Expr::col(&lr, "v"), v)],
                 ..Default::default()
             };

@@ -86,6 +86,8 @@ pub(crate) fn required_vars(ctx: &Ctx, form: &Value) -> Vec<Var> {
 impl Scope {
     /// A rule call clause.
     pub(crate) fn rule_call(&mut self, ctx: &Ctx, form: &Value) -> Result<(), PlanError> {
+        // the bodies read the call's source, which `$` names in them
+        let ctx = &ctx.for_rule_bodies();
         let call = read_call(form)?;
         let set = ctx.rules.ok_or_else(|| {
             PlanError::unsupported(form, "a rule call needs a rule set: put % in :in and the rules in the inputs")

@@ -1,0 +1,191 @@
+"""The soak (issue 17): 8 readers and 1 writer on one mentat store for a long run, every answer checked.
+
+The store is the scale suite's issue tracker (`benchmarks/py/suite`), loaded through `mentat_transact` with its
+history applied. Eight reader threads cycle through q1, q2, q4, pull `[*]` and as_of (the suite's questions, checked
+against the generator's truth by `suite.workload.check`); one writer alternates single-datom transactions (a label
+added to an issue no reader checks) and 500-entity transactions (labels added to 500 such issues, or 500 new
+users, in turns). No write changes a reader's answer, so every answer stays checkable while the writes run. At the end every acknowledged write is
+checked in the store: every new user is there, and every labelled issue holds every label written to it.
+
+Printed per minute: reader calls, p50 and p99, writer transactions, resident memory. The run passes when no call
+failed, no answer was wrong, no write was lost, the readers' p99 stayed within 10x their p50 in every minute, and
+resident memory grew less than 10% after the first minute (the targets of issue 17). Exit status 1 otherwise.
+
+usage: python3 -m benchmarks.py.soak [--scale s] [--minutes 10] [--seconds N] [--out results.json]
+"""
+import argparse
+import json
+import pathlib
+import random
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.py.suite import bench  # noqa: E402
+from benchmarks.py.suite import workload as W  # noqa: E402
+from benchmarks.py.suite.peers import mentat as M  # noqa: E402
+
+READS = ["q1", "q2", "q4", "pull", "as_of"]
+
+
+def rss_mb():
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Opts:
+    """The few suite options the mentat peer reads."""
+    native_clients = "1"
+
+
+def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None):
+    """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase."""
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="mentat-soak-"))
+    ds = W.Dataset(W.generate(scale, pathlib.Path(data_root or ROOT / "benchmarks" / "data")))
+    peer = M.Mentat(ds, str(workdir), Opts())
+    t0 = time.perf_counter()
+    peer.load()
+    peer.apply_history()
+    peer.settle(ds)
+    say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
+    protected = sorted(ds.protected_idxs())
+    writable = ds.writable_idxs()
+    labels = [r[1] for r in ds.labels]
+    minute = 60 if seconds >= 120 else max(seconds / 4, 1)
+    windows = int(np.ceil(seconds / minute))
+    lat = [[[] for _ in range(windows)] for _ in range(readers)]
+    writes = [0] * windows
+    rss = [0.0] * windows
+    errors = []
+    written_labels = {}
+    new_users = []
+    start = time.perf_counter()
+
+    def window():
+        return min(int((time.perf_counter() - start) / minute), windows - 1)
+
+    def reader(i, stop):
+        s = peer.session()
+        args = {sc: bench.Arg(ds, sc, i, probes=(sc in ("q2", "as_of"))) for sc in READS}
+        rnd = random.Random(100 + i)
+        k = i
+        while not stop.is_set():
+            sc = READS[k % len(READS)]
+            k += 1
+            a = protected[rnd.randrange(len(protected))] if sc == "pull" else args[sc].next()
+            t = time.perf_counter()
+            raw = bench.call(s, sc, a)
+            lat[i][window()].append((time.perf_counter() - t) * 1000)
+            bench.verify(s, sc, raw, ds, peer.name, a)
+
+    def writer(stop):
+        s = peer.session()
+        rnd = random.Random(7)
+        k = 0
+        while not stop.is_set():
+            if k % 2 == 0:
+                idx = int(writable[rnd.randrange(len(writable))])
+                label = labels[rnd.randrange(len(labels))]
+                s.write_label(idx, label)
+                written_labels.setdefault(idx, set()).add(label)
+            elif k % 4 == 1:
+                # 500 issues at once, each given a label
+                idxs = {int(writable[rnd.randrange(len(writable))]) for _ in range(500)}
+                pairs = [(idx, labels[rnd.randrange(len(labels))]) for idx in idxs]
+                edn = "[" + " ".join(f'[:db/add {int(peer.idx_e[i])} :issue/label [:label/name "{lb}"]]'
+                                     for i, lb in pairs) + "]"
+                s.c.execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()
+                for i, lb in pairs:
+                    written_labels.setdefault(i, set()).add(lb)
+            else:
+                # 500 new users at once
+                batch = [f"soak-{k}-{j}@x" for j in range(500)]
+                edn = "[" + " ".join(f'{{:user/email "{e}" :user/name "soak {e}"}}' for e in batch) + "]"
+                s.c.execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()
+                new_users.extend(batch)
+            writes[window()] += 1
+            k += 1
+
+    stop = threading.Event()
+
+    def guard(f, *a):
+        try:
+            f(*a, stop)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(f"{type(e).__name__}: {e}"[:500])
+            stop.set()
+    threads = [threading.Thread(target=guard, args=(reader, i), daemon=True) for i in range(readers)]
+    threads.append(threading.Thread(target=guard, args=(writer,), daemon=True))
+    for th in threads:
+        th.start()
+    w = 0
+    while w < windows and not stop.is_set():
+        stop.wait(max(0.0, start + (w + 1) * minute - time.perf_counter()))
+        rss[w] = rss_mb()
+        w += 1
+    stop.set()
+    for th in threads:
+        th.join(timeout=120)
+    # every acknowledged write is in the store
+    c = peer.session().c
+    found = c.execute("SELECT count(*) FROM mentat_q('[:find ?e :in $ [?m ...] :where [?e :user/email ?m]]', "
+                      "inputs := ?)", [json.dumps([new_users])]).fetchall()[0][0] if new_users else 0
+    lost_users = len(new_users) - found
+    lost_labels = 0
+    for idx, want in written_labels.items():
+        got = {r[0] for r in c.execute(
+            "FROM mentat_q('[:find ?n :in $ ?i :where [?i :issue/label ?l] [?l :label/name ?n]]', inputs := ?)",
+            [f"[{int(peer.idx_e[idx])}]"]).fetchall()}
+        lost_labels += len(want - got)
+    report = {"scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
+              "errors": errors, "new_users": len(new_users), "lost_users": lost_users,
+              "labelled_issues": len(written_labels), "lost_labels": lost_labels}
+    ok = not errors and lost_users == 0 and lost_labels == 0
+    for w in range(windows):
+        xs = [x for r in lat for x in r[w]]
+        p50, p99 = bench.pct(xs, 50), bench.pct(xs, 99)
+        row = {"window": w, "reads": len(xs), "p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
+               "writes": writes[w], "rss_mb": round(rss[w], 1)}
+        report["windows"].append(row)
+        say(f"  {w + 1:>3}: {len(xs):>7} reads p50 {p50:7.2f} ms p99 {p99:8.2f} ms ({p99 / p50 if p50 else 0:5.1f}x), "
+            f"{writes[w]:>5} writes, rss {rss[w]:7.1f} MB")
+        if xs and p99 > 10 * p50:
+            ok = False
+    growth = (rss[-1] - rss[0]) / rss[0] if rss[0] else 0.0
+    report["rss_growth_after_first_window"] = round(growth, 4)
+    ok = ok and growth < 0.10
+    report["passed"] = ok
+    say(f"soak: {'PASSED' if ok else 'FAILED'}: {sum(r['reads'] for r in report['windows'])} reads, "
+        f"{sum(writes)} writes ({len(new_users)} new users, {len(written_labels)} issues labelled), "
+        f"{len(errors)} errors, {lost_users + lost_labels} writes lost, rss growth {growth:.1%} after the first "
+        f"window{'; ' + errors[0] if errors else ''}")
+    peer.close()
+    return report
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", default="s")
+    ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--seconds", type=float, default=None, help="overrides --minutes")
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--out", default=None, help="write the report as JSON here")
+    o = ap.parse_args(argv)
+    seconds = o.seconds if o.seconds is not None else o.minutes * 60
+    report = run(o.scale, seconds, o.workdir)
+    if o.out:
+        pathlib.Path(o.out).write_text(json.dumps(report, indent=1))
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

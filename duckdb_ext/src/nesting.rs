@@ -1,0 +1,84 @@
+//! A guard at the entry points: EDN text nested deeper than [`MAX_DEPTH`], or with a `\u` character literal whose
+//! digits are not ASCII, is refused before any reader sees it.
+//!
+//! The EDN readers, the printers of their errors and the drop of what they read all recurse once per level, on
+//! the stack of the caller's thread; a few thousand `[` (about 7,000 on an 8 MB stack, far fewer on the smaller
+//! stacks of other hosts' threads) overflowed it and killed the whole process with SIGSEGV. No query, pull
+//! pattern, input or transaction needs anything near this depth.
+
+/// The deepest nesting of `[`, `(`, `{` and `#{` accepted in one EDN text.
+pub(crate) const MAX_DEPTH: usize = 256;
+
+/// Ok when `text` nests no deeper than [`MAX_DEPTH`]; otherwise an error that says so, naming `what` the text is.
+/// Brackets inside strings, character literals (`\[`) and comments do not count.
+pub(crate) fn check(text: &str, what: &str) -> Result<(), String> {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\\' => {
+                // a character literal: `\uXXXX` (and `\oNNN`) with a non-ASCII character among its digits made
+                // the reader slice inside that character and panic
+                let token = b.get(i + 2..(i + 6).min(b.len())).unwrap_or(&[]);
+                let mut digits = token.iter().take_while(|&&c| !(c.is_ascii_whitespace() || b",[](){}".contains(&c)));
+                if matches!(b.get(i + 1), Some(b'u' | b'o')) && digits.any(|&c| c >= 0x80) {
+                    return Err(format!(
+                        "{what} has a malformed character literal at byte {i}: \\u needs 4 hex digits (\\o 1 to 3 \
+                         octal digits)"
+                    ));
+                }
+                i += 1
+            }
+            b';' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'[' | b'(' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!(
+                        "{what} nests brackets more than {MAX_DEPTH} levels deep (at byte {i}); mentat refuses it \
+                         rather than read it"
+                    ));
+                }
+            }
+            b']' | b')' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_is_counted_outside_strings_characters_and_comments() {
+        let deep = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        assert!(check(&deep(MAX_DEPTH), "x").is_ok());
+        let e = check(&deep(MAX_DEPTH + 1), "the query").unwrap_err();
+        assert!(e.starts_with("the query nests brackets more than 256 levels deep"), "{e}");
+        assert!(check(&"[".repeat(100_000), "x").is_err());
+        assert!(check(&"#{".repeat(MAX_DEPTH + 1), "x").is_err());
+        // brackets that are data
+        let s = format!("[\"{}\" \\[ ; {}\n]", "[".repeat(1000), "(".repeat(1000));
+        assert!(check(&s, "x").is_ok());
+        assert!(check("[\"a\\\"[[[[\"]", "x").is_ok());
+        assert!(check("", "x").is_ok() && check("\"unterminated [[[", "x").is_ok());
+        // a \u character literal with a multi-byte character among its digits (the reader panicked on it)
+        assert!(check("\\uabc\u{e9}", "x").unwrap_err().contains("malformed character literal"));
+        assert!(check("[\\ucd\u{200b}]", "x").is_err());
+        assert!(check("[\\u0041 \\u \\o101 \"\\u00e9\" \"\\uab\u{e9}\"]", "x").is_ok());
+        assert!(check("[\\o \"\u{e9}\" \\u,\"\u{e9}\"]", "x").is_ok()); // the characters o and u, then strings
+        assert!(check("[:no/s\\uch\"\u{200b}\u{200d}\"]", "x").is_err()); // the reader reads on past a quote
+    }
+}

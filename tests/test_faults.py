@@ -1,0 +1,416 @@
+"""Faults: a memory limit far below what a call needs, a full disk under a transaction, an import and an export,
+kill -9 during a checkpoint and during an import, two processes on one store file, and interrupts of the calls
+tests/test_session.py does not interrupt (mentat_transact_many, mentat_pull_many, mentat_with).
+
+What is checked each time: the call answers correctly or raises a duckdb.Error that names the problem; the
+process lives; and the store, read again by a fresh process, holds exactly the transactions that were
+acknowledged (plus, after a kill, possibly the one in flight, whole or not at all). Already covered elsewhere and
+not repeated here: interrupts of a long mentat_q, mentat_transact, mentat_import, mentat_export and
+mentat_import_store (test_session.py), kill -9 in the middle of a large transaction (test_store.py) and of 16
+writers under group commit (test_durability.py), and the lock a living process holds on its file
+(test_store.py's test_closing_keeps_the_file_open_until_the_process_exits)."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import duckdb
+import pytest
+
+from conftest import EXT, connect, q, rows, transact
+
+SCHEMA = ("[{:db/ident :f/key :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
+          ":db/unique :db.unique/identity} "
+          "{:db/ident :f/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one} "
+          "{:db/ident :f/g :db/valueType :db.type/long :db/cardinality :db.cardinality/one} "
+          "{:db/ident :f/round :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]")
+
+# Runs statements in a process of its own (a real reopen: mentat keeps this process's instance of a file open);
+# each statement's rows or error text, as JSON.
+SESSION = textwrap.dedent("""
+    import json, sys, duckdb
+    ro = sys.argv[3] == "ro"
+    con = duckdb.connect(sys.argv[1], read_only=ro, config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{sys.argv[2]}'")
+    con.execute("SET enable_progress_bar = false")
+    out = []
+    for line in json.loads(sys.stdin.read()):
+        try:
+            out.append(con.execute(line).fetchall())
+        except duckdb.Error as e:
+            out.append("ERROR " + str(e))
+    print(json.dumps(out, default=str))
+""")
+
+
+def session(path, *sql, read_only=False):
+    p = subprocess.run([sys.executable, "-c", SESSION, str(path), str(EXT), "ro" if read_only else "rw"],
+                       input=json.dumps(list(sql)), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def tx(edn):
+    return "SELECT tx FROM mentat_transact('" + edn.replace("'", "''") + "')"
+
+
+def imp(n, round_, start=0):
+    """An import of `n` entities tagged with `round_` (keys r<round>-<i>)."""
+    return (f"""SELECT tx, entities FROM mentat_import('SELECT ''r{round_}-'' || i AS ":f/key", i AS ":f/n", """
+            f"""i % 100 AS ":f/g", {round_} AS ":f/round" FROM range({start}, {start + n}) t(i)')""")
+
+
+ROUNDS = """SELECT * FROM mentat_q('[:find ?r (count ?e) :where [?e :f/round ?r]]') ORDER BY 1"""
+
+
+def mounted_tmpfs(path, size):
+    """Mounts a tmpfs of `size` at `path` (root only); False where that is not possible."""
+    path.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    return p.returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def test_a_memory_limit_far_below_what_a_query_needs(con, tmp_path):
+    transact(con, SCHEMA)
+    n = 300_000
+    rows(con, imp(n, 1))
+    # a join of two 300,000-row attributes with text keys, and a distinct over it: several times 1 MB of hash tables
+    slow = "[:find (count-distinct ?k) (sum ?n) :with ?e :where [?e :f/key ?k] [?e :f/n ?n] [?e :f/g ?g]]"
+    want = [(n, n * (n - 1) // 2)]
+    con.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
+    outcomes = {}
+    limits = ("64MB", "16MB", "4MB", "1MB")
+    for limit in limits:
+        try:
+            con.execute(f"SET memory_limit = '{limit}'")
+        except duckdb.Error as e:  # DuckDB cannot evict enough of what it holds pinned: a clean refusal too
+            assert "memory" in str(e).lower(), str(e)
+            outcomes[limit] = ["limit refused", "-"]
+            continue
+        try:
+            got = q(con, slow)
+            assert got == want, (limit, got)  # spilled to disk, or fit: the right answer either way
+            outcomes[limit] = ["answered"]
+        except duckdb.Error as e:
+            msg = str(e)
+            assert "panick" not in msg and "INTERNAL" not in msg, msg
+            assert "memory" in msg.lower(), msg  # names the problem
+            outcomes[limit] = ["out of memory"]
+        # a transaction under the same limit: written whole or cleanly refused
+        try:
+            r = transact(con, "[" + " ".join(f'{{:f/key "m{limit}-{i}" :f/n {i}}}' for i in range(20_000)) + "]")
+            assert r["datoms"] == 40_001
+            outcomes[limit].append("transacted")
+        except duckdb.Error as e:
+            assert "memory" in str(e).lower() and "panick" not in str(e), str(e)
+            outcomes[limit].append("transaction refused")
+    con.execute("RESET memory_limit")
+    print("\nunder memory limits:", outcomes)
+    assert any(o[0] != "limit refused" for o in outcomes.values())
+    # the process lives, and with the limit lifted every call works and nothing refused was half written
+    assert q(con, slow) == want
+    keys = [k for (k,) in q(con, "[:find ?k :where [?e :f/key ?k] [(clojure.string/starts-with? ?k \"m\")]]")]
+    for limit in limits:
+        mine = sum(k.startswith(f"m{limit}-") for k in keys)
+        assert mine == (20_000 if outcomes[limit][1] == "transacted" else 0), (limit, mine, outcomes)
+
+
+# ---------------------------------------------------------------------------------------------- full disk
+
+FULL = textwrap.dedent("""
+    import json, os, sys, duckdb
+    db, ext, filler, out_dir = sys.argv[1:5]
+    con = duckdb.connect(db, config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{ext}'")
+    con.execute("SET enable_progress_bar = false")
+    res = {}
+    def attempt(name, sql):
+        try:
+            res[name] = ["ok", con.execute(sql).fetchall()]
+        except duckdb.Error as e:
+            res[name] = ["error", str(e)]
+    attempt("schema", %(schema)r)
+    attempt("baseline", %(baseline)r)
+    con.execute("CHECKPOINT")
+    # fill the disk, leaving almost nothing
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"x" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    st = os.statvfs(filler)
+    res["free_bytes"] = st.f_bavail * st.f_frsize
+    big_tx = "SELECT tx FROM mentat_transact('[" + " ".join(
+        f'{{:f/key "big-{i}" :f/n {i} :f/round 9}}' for i in range(100_000)) + "]')"
+    attempt("transaction", big_tx)
+    attempt("import", %(big_import)r)
+    attempt("export", f"SELECT * FROM mentat_export('{out_dir}')")
+    res["export_dir"] = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else None
+    attempt("query while full", "SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/round 0]]')")
+    os.remove(filler)
+    attempt("transaction after freeing", %(small_tx)r)
+    attempt("query after freeing", "SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/round 0]]')")
+    print(json.dumps(res, default=str))
+""")
+
+
+def test_a_full_disk_under_a_transaction_an_import_and_an_export(tmp_path):
+    small = tmp_path / "small"
+    if not mounted_tmpfs(small, "48m"):
+        pytest.skip("cannot mount a tmpfs here (not root?)")
+    try:
+        db, filler, out_dir = small / "store.duckdb", small / "filler", small / "export"
+        script = FULL % {"schema": tx(SCHEMA), "baseline": imp(2000, 0),
+                         "big_import": imp(1_000_000, 7), "small_tx": tx('[{:f/key "after" :f/round 5}]')}
+        p = subprocess.run([sys.executable, "-c", script, str(db), str(EXT), str(filler), str(out_dir)],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]  # the process lived through it
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+        print("\nfull disk:", json.dumps({k: (v if not isinstance(v, list) or len(v) < 2 else [v[0], str(v[1])[:200]])
+                                          for k, v in res.items()}, indent=1))
+        assert res["schema"][0] == res["baseline"][0] == "ok"
+        assert res["free_bytes"] < 1_000_000
+        for call in ("transaction", "import", "export"):
+            if res[call][0] == "error":
+                msg = res[call][1]
+                assert "panick" not in msg, msg
+                assert any(w in msg.lower() for w in ("space", "disk", "write", "full", "invalidated")), msg
+        assert res["transaction"][0] == "error" and res["import"][0] == "error" and res["export"][0] == "error"
+        assert res["export_dir"] in (None, []), res["export_dir"]  # a failed export leaves nothing
+        # reopened in a fresh process: the baseline whole, nothing of the refused writes, and the store writable
+        out = session(db, ROUNDS, "SELECT count(*) FROM mentat_q('[:find ?k :where [_ :f/key ?k]]')",
+                      tx('[{:f/key "reopened" :f/round 6}]'), ROUNDS)
+        after = res["transaction after freeing"]
+        rounds = [[0, 2000]] + ([[5, 1]] if after[0] == "ok" else [])
+        assert out[0] == rounds, (out, after)
+        assert out[1] == [[2000 + (1 if after[0] == "ok" else 0)]]
+        assert out[3] == sorted(rounds + [[6, 1]])
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+# ---------------------------------------------------------------------------------------------- kill -9
+
+WRITER = textwrap.dedent("""
+    import os, sys, duckdb
+    db, ext, log, mode, first = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+    con = duckdb.connect(db, config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{ext}'")
+    con.execute("SET enable_progress_bar = false")
+    out = open(log, "a")
+    def ack(line):
+        out.write(line + "\\n"); out.flush(); os.fsync(out.fileno())
+    for r in range(first, first + 1000):
+        n = %(n)d
+        print("import", r, flush=True)
+        tx, entities = con.execute(%(imp)r.replace("ROUND", str(r))).fetchall()[0]
+        ack(f"{r} {tx} {entities}")
+        if mode == "checkpoint":
+            print("checkpoint", r, flush=True)
+            con.execute("FORCE CHECKPOINT")
+            print("checkpointed", r, flush=True)
+""")
+
+
+def acked(log):
+    out = {}
+    for line in pathlib.Path(log).read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            out[int(parts[0])] = int(parts[2])
+    return out
+
+
+def kill_runs(tmp_path, mode, n, waits):
+    """Starts a writer `len(waits)` times, kills it with SIGKILL `wait` seconds after it announces `mode`'s step,
+    and checks the store from a fresh process after every kill: every acknowledged round is there whole, the
+    round in flight is whole or absent, and the store takes a new transaction."""
+    db, log = tmp_path / "killed.duckdb", tmp_path / "acked.log"
+    session(db, tx(SCHEMA))
+    log.touch()
+    first = 0
+    seen = []
+    step = "checkpoint" if mode == "checkpoint" else "import"
+    script = WRITER % {"n": n, "imp": imp(n, 0).replace("r0-", "rROUND-").replace(", 0 AS", ", ROUND AS")}
+    for wait in waits:
+        p = subprocess.Popen([sys.executable, "-c", script, str(db), str(EXT), str(log), mode, str(first)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # kill during the first `step` after the first round (so a checkpoint has something to write)
+        while True:
+            line = p.stdout.readline()
+            assert line, p.stderr.read()
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == step and int(parts[1]) > first:
+                break
+        time.sleep(wait)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        done = acked(log)
+        out = session(db, ROUNDS, "SELECT count(*), count(DISTINCT v) FROM mentat_datoms('AEVT', a := ':f/key')",
+                      "SELECT count(*) FROM mentat_datoms('AEVT', a := ':f/n')", tx(f'[{{:f/key "probe{len(seen)}"}}]'))
+        got = {r: c for r, c in out[0]}
+        in_flight = max(done) + 1 if done else first
+        for r, c in done.items():
+            assert got.get(r) == c == n, (r, got.get(r), c)  # acknowledged: there, whole
+        extra = set(got) - set(done)
+        assert extra <= {in_flight}, (extra, in_flight)  # nothing but the round in flight
+        if extra:
+            assert got[in_flight] == n  # whole
+            seen.append("in-flight round committed")
+        else:
+            seen.append("in-flight round absent")
+        first = max(set(got) | set(done)) + 1
+        # every key once, every entity whole (and the probes of the earlier checks)
+        assert out[1] == [[sum(got.values()) + len(seen) - 1] * 2], out
+        assert out[2] == [[sum(got.values())]]
+        assert isinstance(out[3], list), out[3]  # and it takes a new transaction
+    return seen
+
+
+def test_kill_9_during_a_checkpoint(tmp_path):
+    seen = kill_runs(tmp_path, "checkpoint", 60_000, [0.0, 0.05])
+    print("\nkilled 0 and 0.05 s into FORCE CHECKPOINT:", seen)
+
+
+def test_kill_9_during_an_import(tmp_path):
+    seen = kill_runs(tmp_path, "import", 200_000, [0.2, 0.8])
+    print("\nkilled during mentat_import:", seen)
+
+
+# ---------------------------------------------------------------------------------------------- two processes
+
+HOLDER = textwrap.dedent("""
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] == "ro", config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{sys.argv[2]}'")
+    n = con.execute("SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/key]]')").fetchall()
+    print("ready", n[0][0], flush=True)
+    sys.stdin.read()
+""")
+
+
+def hold(db, mode):
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), str(EXT), mode], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.startswith("ready"), p.stderr.read()
+    return p, int(line.split()[1])
+
+
+def release(p):
+    p.stdin.close()
+    p.wait(timeout=60)
+
+
+def test_two_processes_on_one_store_file(tmp_path):
+    db = tmp_path / "shared.duckdb"
+    session(db, tx(SCHEMA), tx('[{:f/key "a" :f/n 1} {:f/key "b" :f/n 2}]'))
+    # a writer holds the file: a second process opening it, for writing or to read, gets DuckDB's lock error
+    writer, n = hold(db, "rw")
+    try:
+        assert n == 2
+        for ro in (False, True):
+            p = subprocess.run([sys.executable, "-c", SESSION, str(db), str(EXT), "ro" if ro else "rw"],
+                               input="[]", capture_output=True, text=True, timeout=120)
+            assert p.returncode != 0
+            assert "lock" in p.stderr.lower() and str(db) in p.stderr, p.stderr[-2000:]
+    finally:
+        release(writer)
+    # two read-only processes side by side: both answer through mentat; a write there is refused by name
+    reader, n = hold(db, "ro")
+    try:
+        assert n == 2
+        out = session(db, "SELECT * FROM mentat_q('[:find ?k ?n :where [?e :f/key ?k] [?e :f/n ?n]]') ORDER BY 1",
+                      "SELECT pull FROM mentat_pull('[:f/n]', '[:f/key \"b\"]')",
+                      "SELECT count(*) FROM mentat_datoms('AEVT', a := ':f/key')",
+                      tx('[{:f/key "c"}]'), read_only=True)
+        assert out[:3] == [[["a", 1], ["b", 2]], [[{"f/n": 2}]], [[2]]]
+        assert out[3].startswith("ERROR") and "read-only" in out[3].lower().replace("read only", "read-only"), out[3]
+        # while a reader holds it, a writer cannot open it
+        p = subprocess.run([sys.executable, "-c", SESSION, str(db), str(EXT), "rw"], input="[]",
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and "lock" in p.stderr.lower(), p.stderr[-2000:]
+    finally:
+        release(reader)
+    # and once both are gone the writer opens it, with nothing lost
+    out = session(db, tx('[{:f/key "c"}]'), "SELECT count(*) FROM mentat_datoms('AEVT', a := ':f/key')")
+    assert out[1] == [[3]]
+
+
+def test_a_read_only_attached_store_answers_and_refuses_writes(tmp_path):
+    src = tmp_path / "src.duckdb"
+    session(src, tx(SCHEMA), tx('[{:f/key "a" :f/n 1}]'))
+    con = connect(tmp_path / "main.duckdb")
+    con.execute(f"ATTACH '{src}' AS ro (READ_ONLY)")
+    assert q(con, "[:find ?k ?n :where [?e :f/key ?k] [?e :f/n ?n]]", store="ro.mentat") == [("a", 1)]
+    with pytest.raises(duckdb.Error) as ei:
+        transact(con, '[{:f/key "b"}]', store="ro.mentat")
+    assert "read" in str(ei.value).lower() and "panick" not in str(ei.value), str(ei.value)
+    with pytest.raises(duckdb.Error):
+        rows(con, """SELECT * FROM mentat_import('SELECT ''z'' AS ":f/key"', store := 'ro.mentat')""")
+    assert q(con, "[:find ?k :where [_ :f/key ?k]]", store="ro.mentat") == [("a",)]
+    con.close()
+
+
+# ---------------------------------------------------------------------------------------------- interrupts
+
+
+def interrupted(con, sql, params, after):
+    c = con.cursor()
+    timer = threading.Timer(after, c.interrupt)
+    t = time.perf_counter()
+    timer.start()
+    try:
+        out = c.execute(sql, params).fetchall()
+    except duckdb.Error as e:
+        out = e
+    timer.cancel()
+    return time.perf_counter() - t, out
+
+
+def test_interrupting_transact_many_pull_many_and_with(con):
+    transact(con, SCHEMA)
+    rows(con, imp(200_000, 1))
+    count = lambda: q(con, "[:find (count ?e) . :where [?e :f/key]]")[0][0]  # noqa: E731
+    expected = count()
+    errors = {"transact_many": 0, "pull_many": 0, "with": 0}
+    txs = ["[" + " ".join(f'{{:f/key "tm{k}-{i}" :f/n {i}}}' for i in range(20_000)) + "]" for k in range(8)]
+    for attempt, after in enumerate((0.05, 0.3, 0.8)):
+        batch = [t.replace('"tm', f'"a{attempt}tm') for t in txs]
+        took, out = interrupted(con, "SELECT error FROM mentat_transact_many(?::VARCHAR[])", [batch], after)
+        if isinstance(out, duckdb.Error):
+            errors["transact_many"] += 1
+            assert "nterrupt" in str(out), out
+        elif all(e is None for (e,) in out):
+            expected += 8 * 20_000
+        else:  # the interrupt reached the batch's transactions: each row says so, and none was written
+            errors["transact_many"] += 1
+            assert len(out) == 8 and all(e is not None and "nterrupt" in e for (e,) in out), out
+        assert count() == expected, (after, out)  # all or nothing: one COMMIT for the whole batch
+    pattern = "[*]"
+    for after in (0.05, 0.2):
+        took, out = interrupted(con, "SELECT count(*) FROM mentat_pull_many(?, range(65536, 65536 + 200000))",
+                                [pattern], after)
+        errors["pull_many"] += isinstance(out, duckdb.Error)
+        assert isinstance(out, duckdb.Error) and "nterrupt" in str(out) or out == [(200_000,)], out
+    slow = "[:find (count ?a) . :where [?a :f/g ?g] [?b :f/g ?g] [?a :f/n ?x] [?b :f/n ?y] [(< ?x ?y)]]"
+    for after in (0.1, 0.3):
+        took, out = interrupted(con, "SELECT * FROM mentat_with(?, ?)", ['[{:f/key "w" :f/g 1 :f/n -1}]', slow],
+                                after)
+        errors["with"] += isinstance(out, duckdb.Error)
+        assert isinstance(out, duckdb.Error) and "nterrupt" in str(out), out
+    print("\ninterrupted:", errors)
+    assert errors["transact_many"] > 0 and errors["with"] > 0
+    assert count() == expected
+    assert q(con, "[:find ?e :where [?e :f/key \"w\"]]") == []  # mentat_with wrote nothing
+    assert rows(con, "SELECT 42") == [(42,)]
