@@ -11,7 +11,9 @@ Prints, in one run on this machine:
   indexed term;
 * search: p50 and p90 (ms) of 20 top-10 searches (`:order (desc ?score) :limit 10`), each run --reps times,
   beside tantivy's search time for the same 20 searches over the same descriptions (its simple tokenizer,
-  lowercase and English stemmer, one segment), when PyPI's tantivy is installed.
+  lowercase and English stemmer, one segment), when PyPI's tantivy is installed;
+* with --store (a Debian store loaded by examples/debian_load.sql): p50 of the recursive dependency closure of a
+  package (examples/debian_queries.sql's rules) and the closure's size.
 """
 import argparse
 import os
@@ -55,7 +57,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=str(ROOT / "build" / "debian"))
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--store", help="a Debian store (examples/debian_load.sql) for the closure timing")
+    ap.add_argument("--package", default="libreoffice-writer")
     args = ap.parse_args()
+    if args.store:
+        closure(args)
     src = os.path.join(args.dir, "packages.parquet")
     with tempfile.TemporaryDirectory() as tmp:
         with_ft, without = [], []
@@ -123,6 +129,23 @@ def main():
         tv.sort()
         print(f"tantivy (Python bindings, same run): indexing {tv_index:.2f} s for the same descriptions, "
               f"search top 10 p50 {statistics.median(tv):.3f} ms, p90 {tv[int(len(tv) * 0.9)]:.3f} ms")
+
+
+def closure(args):
+    text = (ROOT / "examples" / "debian_queries.sql").read_text()
+    start = text.index("SET VARIABLE deb_rules = '") + len("SET VARIABLE deb_rules = '")
+    rules = text[start:text.index("';", start)]
+    con = connect(args.store)
+    q = "[:find (count ?q) . :in $ % ?name :where [?p :pkg/name ?name] (closure ?p ?q)]"
+    inputs = f'[{rules} "{args.package}"]'
+    n = con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchone()[0]
+    times = []
+    for _ in range(args.reps):
+        t = time.perf_counter()
+        con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
+        times.append((time.perf_counter() - t) * 1000)
+    print(f"closure of {args.package}: {n} names, p50 {statistics.median(times):.1f} ms ({args.reps} runs)")
+    con.close()
 
 
 if __name__ == "__main__":
