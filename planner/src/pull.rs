@@ -484,11 +484,15 @@ fn bump(n: &mut usize) -> usize {
     *n
 }
 
-/// An attribute name, `[attr :as x :limit n :default v]`, `(limit attr n)` or `(default attr v)`.
+/// An attribute name, `[attr :as x :limit n :default v]` (or the list form `(attr :limit n)`, which Datomic's
+/// and DataScript's readers take too), `(limit attr n)` or `(default attr v)`.
 fn attr_expr(v: &Value, schema: &Schema) -> Result<Spec, PlanError> {
     match v {
         Value::Keyword(_) => attr_name(v, schema),
-        Value::Vector(items) if !items.is_empty() => {
+        Value::Vector(items) | Value::List(items)
+            if matches!(v, Value::Vector(_)) && !items.is_empty()
+                || matches!(items.first(), Some(Value::Keyword(_))) =>
+        {
             let mut spec = attr_name(&items[0], schema)?;
             let opts = &items[1..];
             if opts.len() % 2 != 0 {
@@ -1146,6 +1150,15 @@ mod tests {
             let e = compile(p).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(e.contains("a map spec names at least one ref attribute"), "{p}: {e}");
         }
+    }
+
+    /// Datomic's attribute options in list form, `(:attr :limit n)`, read as the vector form.
+    #[test]
+    fn attribute_options_in_list_form() {
+        let list = compile("[:user/email (:issue/label :limit 1 :as \"l\")]").expect("list form");
+        let vector = compile("[:user/email [:issue/label :limit 1 :as \"l\"]]").expect("vector form");
+        assert_eq!(list.sql_type, vector.sql_type);
+        assert_eq!(list.many_sql(), vector.many_sql());
     }
 
     #[test]

@@ -62,6 +62,6 @@ applies Datomic's rule:
 12. Find specs: DataScript always runs the relation form, so its own scalar/collection/tuple shapes (nil for an
     empty scalar, a set for a collection) are not compared; the comparison applies Datomic's rule to mentat's answer.
 13. `:with` naming a variable that is also a find element or aggregated is refused by DataScript; not generated.
-14. The pull attribute-with-options form is Datomic's vector `[:attr :as "x" :limit 2 :default v]`; mentat refuses
-    the list form `(:attr :as "x")` that DataScript also reads, so only the vector form is generated.
+14. The pull attribute-with-options form is generated as Datomic's vector `[:attr :as "x" :limit 2 :default v]`
+    only; mentat and DataScript also read the list form `(:attr :as "x")`.
 """

@@ -3,7 +3,6 @@
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 
 import duckdb
@@ -18,19 +17,15 @@ class Unavailable(Exception):
 
 
 def install_datascript(cache=NODE_CACHE):
-    """npm's `datascript` in benchmarks/data/_node (the cache the benchmark suite's DataScript peer installs into,
-    with the same npm command); raises Unavailable with the reason when node or npm is missing or npm fails."""
-    mod = pathlib.Path(cache) / "node_modules" / "datascript"
-    if mod.exists():
-        return mod
-    if not shutil.which("node") or not shutil.which("npm"):
-        raise Unavailable("node/npm not installed (apt-get install nodejs npm)")
-    pathlib.Path(cache).mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(cache), "datascript"],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode or not mod.exists():
-        raise Unavailable(f"npm install datascript failed: {r.stderr.strip()[-300:]}")
-    return mod
+    """npm's `datascript` in benchmarks/data/_node, installed by the benchmark suite's DataScript peer
+    (`benchmarks/py/suite/peers/datascript_peer.install`, the same cache and npm command); raises Unavailable with
+    the reason when node or npm is missing or npm fails."""
+    from benchmarks.py.suite.peers.base import Unsupported
+    from benchmarks.py.suite.peers.datascript_peer import install
+    try:
+        return install(cache)
+    except Unsupported as e:
+        raise Unavailable(f"{e} (apt-get install nodejs npm)" if "not installed" in str(e) else str(e)) from e
 
 
 class DataScriptDied(RuntimeError):

@@ -40,7 +40,7 @@ def render(p, ds):
             out.append("*")
         elif k == "attr":
             _, a, o = el
-            # Datomic's grammar: attr-expr = [attr-name attr-option+] (mentat refuses the list form)
+            # Datomic's grammar: attr-expr = [attr-name attr-option+] (the list form is read too, not generated)
             out.append(f"[{_name(a, ds)} {_opts(o, ds)}]" if o else _name(a, ds))
         elif k == "rev":
             _, a, sub = el
