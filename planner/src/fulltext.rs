@@ -231,7 +231,7 @@ pub fn doc_key_sql(many: bool, v: &str) -> String {
 
 /// The SELECT (columns `e BIGINT, v VARCHAR, tx BIGINT, score DOUBLE`) of the documents of attribute `aid` that
 /// match `clauses`, scored with BM25 (see the module docs), over the store's postings `ft_<aid>(term, e, h, tf,
-/// pos)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>` (read only with `need_value`: without
+/// pos, len)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>` (read only with `need_value`: without
 /// it `v` and `tx` are NULL, and a search reads no value). One statement: the statistics and each
 /// clause are common table expressions; clauses are scored by joins and aggregates over the postings.
 pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause], need_value: bool) -> String {
@@ -244,7 +244,7 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
             .to_string();
     }
     let idf = |df: &str| format!("ln(1 + (st.n - {df} + 0.5) / ({df} + 0.5))");
-    let norm = format!("({} * (1 - {b} + {b} * d.len / st.avgdl))", lit(K1), b = lit(B));
+    let norm = |len: &str| format!("({} * (1 - {b} + {b} * {len} / st.avgdl))", lit(K1), b = lit(B));
     let mut ctes =
         vec![format!("st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 0)::DOUBLE AS avgdl FROM {docs})")];
     for (i, c) in clauses.iter().enumerate() {
@@ -256,10 +256,10 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
                 format!("SELECT DISTINCT e, h FROM {post} WHERE starts_with(term, {})", string_value(p))
             }
             (Match::Terms(t), _) if t.len() == 1 => {
-                term_clause(&post, &docs, &format!("term = {}", string_value(&t[0])), &idf, &norm)
+                term_clause(&post, &format!("term = {}", string_value(&t[0])), &idf, &norm("p.len"))
             }
             (Match::Prefix(p), _) => {
-                term_clause(&post, &docs, &format!("starts_with(term, {})", string_value(p)), &idf, &norm)
+                term_clause(&post, &format!("starts_with(term, {})", string_value(p)), &idf, &norm("p.len"))
             }
             (Match::Terms(terms), occur) => {
                 let occurrences: Vec<String> = terms
@@ -279,10 +279,11 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
                         .map(|t| idf(&format!("(SELECT count(*) FROM {post} WHERE term = {})", string_value(t))))
                         .collect();
                     format!(
-                        "SELECT o.e, o.h, ({}) * o.tf * {} / (o.tf + {norm}) AS s \
+                        "SELECT o.e, o.h, ({}) * o.tf * {} / (o.tf + {}) AS s \
                          FROM ({tf}) o JOIN {docs} d ON d.e = o.e AND d.h = o.h, st",
                         idfs.join(" + "),
-                        lit(K1 + 1.0)
+                        lit(K1 + 1.0),
+                        norm("d.len")
                     )
                 }
             }
@@ -325,12 +326,13 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
 }
 
 /// A clause over the postings whose term satisfies `pred`: one row per matching document, scored by the sum of
-/// its matching terms' BM25 scores (each term's `df` counted over its postings by a window).
-fn term_clause(post: &str, docs: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
+/// its matching terms' BM25 scores (each term's `df` counted over its postings by a window, the document's length
+/// read from the postings' copy of it).
+fn term_clause(post: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
     format!(
         "SELECT p.e, p.h, sum({} * p.tf * {} / (p.tf + {norm})) AS s \
-         FROM (SELECT e, h, tf, count(*) OVER (PARTITION BY term) AS df FROM {post} WHERE {pred}) p \
-         JOIN {docs} d ON d.e = p.e AND d.h = p.h, st GROUP BY p.e, p.h",
+         FROM (SELECT e, h, tf, len, count(*) OVER (PARTITION BY term) AS df FROM {post} WHERE {pred}) p, st \
+         GROUP BY p.e, p.h",
         idf("p.df"),
         lit(K1 + 1.0)
     )
