@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import connect, rows, transact
+from conftest import connect, q, rows, transact
 
 K1, B = 1.2, 0.75
 
@@ -338,3 +338,17 @@ def test_ranking_matches_tantivy(con, tmp_path):
         for n, s in ours:
             if n in theirs_by_name:
                 assert s == pytest.approx(theirs_by_name[n], rel=1e-5), (qtext, n)
+
+
+def test_fulltext_over_a_second_source(con):
+    # `(fulltext $2 ...)` searches the store given for $2 (sources :=), joined with `$`'s datoms
+    load(con)
+    load(con, "other")
+    transact(con, '[{:doc/name "d1" :doc/text "cats only"}]', "other")
+    d = docs_now()
+    d["d1"] = ["cat", "onli"]
+    want = bm25(d, [["cat"]])
+    got = dict(q(con, """[:find ?name ?score :in $ $2
+                          :where [(fulltext $2 :doc/text "cat") [[?o _ _ ?score]]] [$2 ?o :doc/name ?name]
+                                 [?e :doc/name ?name] [?e :doc/text _]]""", sources='{$2 "other"}'))
+    assert_scores(got, want)

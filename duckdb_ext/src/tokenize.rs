@@ -29,7 +29,25 @@ unsafe fn execute_inner(input: ffi::duckdb_data_chunk, output: ffi::duckdb_vecto
     let columns = ffi::duckdb_data_chunk_get_column_count(input) as usize;
     let texts = ffi::duckdb_data_chunk_get_vector(input, 0);
     let langs = (columns > 1).then(|| ffi::duckdb_data_chunk_get_vector(input, 1));
-    let mut analyzers: Vec<(String, Analyzer)> = Vec::new();
+    ANALYZERS.with(|cell| {
+        let mut analyzers = cell.borrow_mut();
+        fill(input, output, rows, texts, langs, &mut analyzers)
+    })
+}
+
+thread_local! {
+    /// Each DuckDB worker thread's analyzers, one per language, kept across chunks for their word caches.
+    static ANALYZERS: std::cell::RefCell<Vec<(String, Analyzer)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+unsafe fn fill(
+    _input: ffi::duckdb_data_chunk,
+    output: ffi::duckdb_vector,
+    rows: usize,
+    texts: ffi::duckdb_vector,
+    langs: Option<ffi::duckdb_vector>,
+    analyzers: &mut Vec<(String, Analyzer)>,
+) -> Result<(), String> {
     let mut terms: Vec<String> = Vec::new();
     let mut spans: Vec<Option<(u64, u64)>> = Vec::with_capacity(rows);
     for row in 0..rows {
@@ -49,7 +67,7 @@ unsafe fn execute_inner(input: ffi::duckdb_data_chunk, output: ffi::duckdb_vecto
             }
         };
         let start = terms.len() as u64;
-        terms.extend(analyzers[i].1.terms(t));
+        analyzers[i].1.terms_cached(t, &mut terms);
         spans.push(Some((start, terms.len() as u64 - start)));
     }
     ffi::duckdb_list_vector_reserve(output, terms.len() as u64);

@@ -76,7 +76,13 @@ pub const LANGUAGES: [(&str, Option<Algorithm>); 19] = [
 /// Text to terms (see the module docs).
 pub struct Analyzer {
     stemmer: Option<Stemmer>,
+    /// Terms of words seen before ([`Analyzer::terms_cached`]): a text's words repeat, and stemming costs more
+    /// than a lookup.
+    cache: std::collections::HashMap<String, String>,
 }
+
+/// Words [`Analyzer::terms_cached`] remembers before it starts afresh.
+const CACHE_WORDS: usize = 1 << 17;
 
 impl Analyzer {
     /// The analyzer of a stemming language (one of [`LANGUAGES`], case-insensitive). Errors name the language
@@ -84,7 +90,7 @@ impl Analyzer {
     pub fn new(language: &str) -> Result<Analyzer, String> {
         let lang = language.trim().to_lowercase();
         match LANGUAGES.iter().find(|(name, _)| *name == lang) {
-            Some((_, algo)) => Ok(Analyzer { stemmer: algo.map(Stemmer::create) }),
+            Some((_, algo)) => Ok(Analyzer { stemmer: algo.map(Stemmer::create), cache: Default::default() }),
             None => {
                 let known: Vec<&str> = LANGUAGES.iter().map(|l| l.0).collect();
                 Err(format!("unknown fulltext language {language:?}: one of {}", known.join(", ")))
@@ -95,6 +101,22 @@ impl Analyzer {
     /// The terms of `text`, in order: the term at index `i` is at position `i`.
     pub fn terms(&self, text: &str) -> Vec<String> {
         text.unicode_words().map(|w| self.term(w)).collect()
+    }
+
+    /// [`Analyzer::terms`], appended to `out`, remembering the term of each word for the next texts.
+    pub fn terms_cached(&mut self, text: &str, out: &mut Vec<String>) {
+        for w in text.unicode_words() {
+            if let Some(t) = self.cache.get(w) {
+                out.push(t.clone());
+                continue;
+            }
+            let t = self.term(w);
+            if self.cache.len() >= CACHE_WORDS {
+                self.cache.clear();
+            }
+            self.cache.insert(w.to_string(), t.clone());
+            out.push(t);
+        }
     }
 
     /// One word's term: lowercased, folded, stemmed.
@@ -114,6 +136,10 @@ impl Analyzer {
 
 /// Lowercase, then drop every combining mark of the compatibility decomposition.
 fn fold(word: &str) -> String {
+    if word.is_ascii() {
+        // nothing to decompose
+        return word.to_ascii_lowercase();
+    }
     word.chars().flat_map(char::to_lowercase).nfkd().filter(|c| !is_combining_mark(*c)).collect()
 }
 
@@ -205,9 +231,10 @@ pub fn doc_key_sql(many: bool, v: &str) -> String {
 
 /// The SELECT (columns `e BIGINT, v VARCHAR, tx BIGINT, score DOUBLE`) of the documents of attribute `aid` that
 /// match `clauses`, scored with BM25 (see the module docs), over the store's postings `ft_<aid>(term, e, h, tf,
-/// pos)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>`. One statement: the statistics and each
+/// pos, len)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>` (read only with `need_value`: without
+/// it `v` and `tx` are NULL, and a search reads no value). One statement: the statistics and each
 /// clause are common table expressions; clauses are scored by joins and aggregates over the postings.
-pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause]) -> String {
+pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause], need_value: bool) -> String {
     let post = store.table(&postings_table_name(aid));
     let docs = store.table(&docs_table_name(aid));
     let cur = store.current(aid);
@@ -217,7 +244,7 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause])
             .to_string();
     }
     let idf = |df: &str| format!("ln(1 + (st.n - {df} + 0.5) / ({df} + 0.5))");
-    let norm = format!("({} * (1 - {b} + {b} * d.len / st.avgdl))", lit(K1), b = lit(B));
+    let norm = |len: &str| format!("({} * (1 - {b} + {b} * {len} / st.avgdl))", lit(K1), b = lit(B));
     let mut ctes =
         vec![format!("st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 0)::DOUBLE AS avgdl FROM {docs})")];
     for (i, c) in clauses.iter().enumerate() {
@@ -229,10 +256,10 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause])
                 format!("SELECT DISTINCT e, h FROM {post} WHERE starts_with(term, {})", string_value(p))
             }
             (Match::Terms(t), _) if t.len() == 1 => {
-                term_clause(&post, &docs, &format!("term = {}", string_value(&t[0])), &idf, &norm)
+                term_clause(&post, &format!("term = {}", string_value(&t[0])), &idf, &norm("p.len"))
             }
             (Match::Prefix(p), _) => {
-                term_clause(&post, &docs, &format!("starts_with(term, {})", string_value(p)), &idf, &norm)
+                term_clause(&post, &format!("starts_with(term, {})", string_value(p)), &idf, &norm("p.len"))
             }
             (Match::Terms(terms), occur) => {
                 let occurrences: Vec<String> = terms
@@ -252,10 +279,11 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause])
                         .map(|t| idf(&format!("(SELECT count(*) FROM {post} WHERE term = {})", string_value(t))))
                         .collect();
                     format!(
-                        "SELECT o.e, o.h, ({}) * o.tf * {} / (o.tf + {norm}) AS s \
+                        "SELECT o.e, o.h, ({}) * o.tf * {} / (o.tf + {}) AS s \
                          FROM ({tf}) o JOIN {docs} d ON d.e = o.e AND d.h = o.h, st",
                         idfs.join(" + "),
-                        lit(K1 + 1.0)
+                        lit(K1 + 1.0),
+                        norm("d.len")
                     )
                 }
             }
@@ -278,6 +306,16 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause])
         .filter(|i| clauses[*i].occur == Occur::MustNot)
         .map(|i| format!(" AND NOT EXISTS (SELECT 1 FROM c{i} x WHERE x.e = hits.e AND x.h = hits.h)"))
         .collect();
+    if !need_value {
+        // the index holds current datoms only: without ?v and ?tx the hits are the answer, and the values (the
+        // long texts) are never read
+        return format!(
+            "WITH {} SELECT hits.e AS e, NULL::VARCHAR AS v, NULL::BIGINT AS tx, hits.score AS score FROM hits \
+             WHERE true{}",
+            ctes.join(", "),
+            excluded.join("")
+        );
+    }
     format!(
         "WITH {} SELECT c.e AS e, c.v AS v, c.tx AS tx, hits.score AS score FROM hits JOIN {cur} c \
          ON c.e = hits.e AND {} = hits.h WHERE true{}",
@@ -288,12 +326,13 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause])
 }
 
 /// A clause over the postings whose term satisfies `pred`: one row per matching document, scored by the sum of
-/// its matching terms' BM25 scores (each term's `df` counted over its postings by a window).
-fn term_clause(post: &str, docs: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
+/// its matching terms' BM25 scores (each term's `df` counted over its postings by a window, the document's length
+/// read from the postings' copy of it).
+fn term_clause(post: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
     format!(
         "SELECT p.e, p.h, sum({} * p.tf * {} / (p.tf + {norm})) AS s \
-         FROM (SELECT e, h, tf, count(*) OVER (PARTITION BY term) AS df FROM {post} WHERE {pred}) p \
-         JOIN {docs} d ON d.e = p.e AND d.h = p.h, st GROUP BY p.e, p.h",
+         FROM (SELECT e, h, tf, len, count(*) OVER (PARTITION BY term) AS df FROM {post} WHERE {pred}) p, st \
+         GROUP BY p.e, p.h",
         idf("p.df"),
         lit(K1 + 1.0)
     )
@@ -340,9 +379,9 @@ mod tests {
     fn sql_shape() {
         let en = Analyzer::new("english").unwrap();
         let store = StoreName::parse("mentat").unwrap();
-        let sql = search_sql(&store, 100, false, &parse_search("+a \"b c\" -d", &en));
+        let sql = search_sql(&store, 100, false, &parse_search("+a \"b c\" -d", &en), true);
         assert!(sql.contains("\"mentat\".\"ft_100\"") && sql.contains("INTERSECT"), "{sql}");
         assert!(sql.contains("HAVING count(*) FILTER (WHERE c IN (0)) = 1") && sql.contains("NOT EXISTS"), "{sql}");
-        assert!(search_sql(&store, 100, true, &parse_search("-d", &en)).contains("WHERE false"));
+        assert!(search_sql(&store, 100, true, &parse_search("-d", &en), false).contains("WHERE false"));
     }
 }

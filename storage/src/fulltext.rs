@@ -3,8 +3,9 @@
 //!
 //! Per fulltext attribute `aid`, two tables in the store's schema:
 //!
-//! * `ft_<aid>(term VARCHAR, e BIGINT, h UBIGINT, tf INTEGER, pos INTEGER[])`: the postings, one row per term
-//!   and document, with the term's frequency in the document and its 0-based positions (for phrases);
+//! * `ft_<aid>(term VARCHAR, e BIGINT, h UBIGINT, tf INTEGER, pos INTEGER[], len INTEGER)`: the postings, one row
+//!   per term and document, with the term's frequency in the document, its 0-based positions (for phrases) and
+//!   the document's length (a copy of `ftd_`'s, so that scoring a term reads its postings alone);
 //! * `ftd_<aid>(e BIGINT, h UBIGINT, len INTEGER)`: one row per document, its length in terms (for BM25's length
 //!   normalization; every current datom has one, an empty string with length 0).
 //!
@@ -36,7 +37,7 @@ pub fn ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     vec![
         format!(
             "CREATE TABLE {} (term VARCHAR NOT NULL, e BIGINT NOT NULL, h UBIGINT NOT NULL, tf INTEGER NOT NULL, \
-             pos INTEGER[] NOT NULL)",
+             pos INTEGER[] NOT NULL, len INTEGER NOT NULL)",
             store.table(&postings_table_name(a.entid))
         ),
         format!(
@@ -51,7 +52,7 @@ pub fn tables(a: &Attribute) -> Vec<(String, &'static str)> {
     if !a.fulltext {
         return Vec::new();
     }
-    vec![(postings_table_name(a.entid), "term, e, h, tf, pos"), (docs_table_name(a.entid), "e, h, len")]
+    vec![(postings_table_name(a.entid), "term, e, h, tf, pos, len"), (docs_table_name(a.entid), "e, h, len")]
 }
 
 /// Indexes the documents `docs` (an SQL query with columns `e BIGINT, v VARCHAR`) of fulltext attribute `a`:
@@ -70,9 +71,9 @@ pub fn index(conn: &Connection, store: &StoreName, language: &str, a: &Attribute
     conn.execute(&format!("INSERT INTO {dtab} SELECT e, h, len(t) FROM {TERMS}"), [])?;
     let n = conn.execute(
         &format!(
-            "INSERT INTO {post} SELECT term, e, h, count(*)::INTEGER, list(pos ORDER BY pos) FROM \
-             (SELECT e, h, unnest(t) AS term, (generate_subscripts(t, 1) - 1)::INTEGER AS pos FROM {TERMS}) \
-             GROUP BY term, e, h ORDER BY term"
+            "INSERT INTO {post} SELECT term, e, h, count(*)::INTEGER, list(pos ORDER BY pos), any_value(n) FROM \
+             (SELECT e, h, len(t)::INTEGER AS n, unnest(t) AS term, (generate_subscripts(t, 1) - 1)::INTEGER AS pos \
+             FROM {TERMS}) GROUP BY term, e, h ORDER BY term"
         ),
         [],
     )?;

@@ -75,11 +75,9 @@ impl Scope {
         };
         let analyzer = Analyzer::new(ctx.schema.fulltext_language()).map_err(|m| PlanError::unsupported(form, m))?;
         let clauses = parse_search(&text, &analyzer);
-        let sql = if ctx.opts.empty {
-            search_sql(ctx.store, attr.entid, attr.many, &[])
-        } else {
-            search_sql(ctx.store, attr.entid, attr.many, &clauses)
-        };
+        let need_value = vars.get(1).is_some_and(|v| v.is_some()) || vars.get(2).is_some_and(|v| v.is_some());
+        let clauses = if ctx.opts.empty { Vec::new() } else { clauses };
+        let sql = search_sql(ctx.store, attr.entid, attr.many, &clauses, need_value);
         let alias = ctx.alias("ft");
         let bound: Vec<_> = vars.iter().flatten().cloned().collect();
         self.add_source(alias.clone(), TableSource::Raw(sql), None, bound);

@@ -1,0 +1,152 @@
+"""Fulltext benchmark over Debian's long package descriptions (issue 16).
+
+    python3 examples/debian_extract.py build/debian        # the descriptions, from this machine's apt lists
+    python3 benchmarks/py/fulltext_bench.py [--dir build/debian] [--reps 7]
+
+Prints, in one run on this machine:
+* indexing: the time of a mentat_import of (name, description) into a fresh store with :pkg/description
+  fulltext, minus the same import with a non-fulltext attribute (both in one process, median of 3), the number of
+  terms indexed and terms per second of that difference;
+* index size: the postings and document tables copied into a fresh database file and checkpointed, in bytes per
+  indexed term;
+* search: p50 and p90 (ms) of 20 top-10 searches (`:order (desc ?score) :limit 10`), each run --reps times,
+  beside tantivy's search time for the same 20 searches over the same descriptions (its simple tokenizer,
+  lowercase and English stemmer, one segment), when PyPI's tantivy is installed;
+* with --store (a Debian store loaded by examples/debian_load.sql): p50 of the recursive dependency closure of a
+  package (examples/debian_queries.sql's rules) and the closure's size.
+"""
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import duckdb
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXT = ROOT / "build" / "mentat.duckdb_extension"
+QUERIES = ["web server", "python library", "+python +astronomy", "network file system", '"command line"',
+           "image editor", "database -sqlite", "compression", "font", "bluetooth audio", "kernel module",
+           "perl module", "spell checker dictionary", "video player", "game strategy", "ssl certificate",
+           "compiler", "xml parser", "terminal emulator", "music"]
+
+
+def connect(path):
+    con = duckdb.connect(str(path), config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{EXT}'")
+    return con
+
+
+def load(tmp, fulltext, src):
+    path = pathlib.Path(tmp) / f"s{time.monotonic_ns()}.duckdb"
+    con = connect(path)
+    ft = "true" if fulltext else "false"
+    con.execute(f"""SELECT * FROM mentat_transact('[{{:db/ident :pkg/name :db/valueType :db.type/string
+        :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}}
+        {{:db/ident :pkg/description :db/valueType :db.type/string :db/cardinality :db.cardinality/one
+          :db/fulltext {ft}}}]')""").fetchall()
+    t = time.perf_counter()
+    con.execute(f"""SELECT * FROM mentat_import('SELECT name AS ":pkg/name", long_description AS ":pkg/description"
+                    FROM read_parquet(''{src}'')')""").fetchall()
+    return con, time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=str(ROOT / "build" / "debian"))
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--store", help="a Debian store (examples/debian_load.sql) for the closure timing")
+    ap.add_argument("--package", default="libreoffice-writer")
+    args = ap.parse_args()
+    if args.store:
+        closure(args)
+    src = os.path.join(args.dir, "packages.parquet")
+    with tempfile.TemporaryDirectory() as tmp:
+        with_ft, without = [], []
+        for _ in range(3):
+            con, t = load(tmp, True, src)
+            with_ft.append(t)
+            _, t2 = load(tmp, False, src)
+            without.append(t2)
+        aid = con.execute("SELECT entid FROM mentat_schema() WHERE ident = ':pkg/description'").fetchone()[0]
+        terms, docs = con.execute(f"SELECT sum(len), count(*) FROM mentat.ftd_{aid}").fetchone()
+        postings = con.execute(f"SELECT count(*) FROM mentat.ft_{aid}").fetchone()[0]
+        dt = statistics.median(with_ft) - statistics.median(without)
+        print(f"indexing: {docs} descriptions, {terms} terms, {postings} postings; import {statistics.median(with_ft):.2f} s "
+              f"with fulltext, {statistics.median(without):.2f} s without: {dt:.2f} s indexing, "
+              f"{terms / dt / 1e6:.2f} M terms/s")
+        copy = pathlib.Path(tmp) / "index_only.duckdb"
+        con.execute(f"ATTACH '{copy}' AS ix")
+        con.execute(f"CREATE TABLE ix.ft AS SELECT * FROM mentat.ft_{aid}")
+        con.execute(f"CREATE TABLE ix.ftd AS SELECT * FROM mentat.ftd_{aid}")
+        con.execute("DETACH ix")
+        size = copy.stat().st_size
+        print(f"index size: {size / 1e6:.1f} MB on disk, {size / terms:.2f} bytes per indexed term")
+        q = """[:find ?name ?score :in $ ?s :where [(fulltext $ :pkg/description ?s) [[?p _ _ ?score]]]
+                [?p :pkg/name ?name] :order (desc ?score) :limit 10]"""
+        times = []
+        for text in QUERIES:
+            inputs = '["' + text.replace('"', '\\"') + '"]'
+            con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
+            for _ in range(args.reps):
+                t = time.perf_counter()
+                con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
+                times.append((time.perf_counter() - t) * 1000)
+        times.sort()
+        print(f"mentat search, top 10: p50 {statistics.median(times):.2f} ms, p90 {times[int(len(times) * 0.9)]:.2f} ms "
+              f"({len(times)} searches)")
+        try:
+            import tantivy
+        except ImportError:
+            print("tantivy: not installed (pip install tantivy)")
+            return
+        rows = duckdb.sql(f"SELECT name, long_description FROM read_parquet('{src}')").fetchall()
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("name", stored=True, tokenizer_name="raw")
+        sb.add_text_field("text", stored=False, tokenizer_name="en_stem_simple", index_option="position")
+        os.makedirs(tmp + "/tv")
+        index = tantivy.Index(sb.build(), path=tmp + "/tv")
+        index.register_tokenizer("en_stem_simple", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+                                 .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.stemmer("english")).build())
+        w = index.writer(heap_size=200_000_000, num_threads=1)
+        t = time.perf_counter()
+        for name, text in rows:
+            w.add_document(tantivy.Document(name=name, text=text or ""))
+        w.commit()
+        w.wait_merging_threads()
+        tv_index = time.perf_counter() - t
+        index.reload()
+        s = index.searcher()
+        tv = []
+        for text in QUERIES:
+            query = index.parse_query(text, ["text"])
+            for _ in range(args.reps):
+                t = time.perf_counter()
+                [s.doc(a)["name"] for _, a in s.search(query, 10).hits]
+                tv.append((time.perf_counter() - t) * 1000)
+        tv.sort()
+        print(f"tantivy (Python bindings, same run): indexing {tv_index:.2f} s for the same descriptions, "
+              f"search top 10 p50 {statistics.median(tv):.3f} ms, p90 {tv[int(len(tv) * 0.9)]:.3f} ms")
+
+
+def closure(args):
+    text = (ROOT / "examples" / "debian_queries.sql").read_text()
+    start = text.index("SET VARIABLE deb_rules = '") + len("SET VARIABLE deb_rules = '")
+    rules = text[start:text.index("';", start)]
+    con = connect(args.store)
+    q = "[:find (count ?q) . :in $ % ?name :where [?p :pkg/name ?name] (closure ?p ?q)]"
+    inputs = f'[{rules} "{args.package}"]'
+    n = con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchone()[0]
+    times = []
+    for _ in range(args.reps):
+        t = time.perf_counter()
+        con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
+        times.append((time.perf_counter() - t) * 1000)
+    print(f"closure of {args.package}: {n} names, p50 {statistics.median(times):.1f} ms ({args.reps} runs)")
+    con.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
