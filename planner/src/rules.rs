@@ -411,7 +411,7 @@ pub(crate) fn rename(v: &Value, map: &mut BTreeMap<String, Value>, fresh: &mut d
 }
 
 /// How a recursive call with some arguments bound to constants can be seeded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seeding {
     /// Every bound position is passed unchanged by every recursive body (`(r ?a ?d) :- (r ?a ?x) ...`):
     /// the seed filters the base case and the recursion keeps it.

@@ -15,9 +15,9 @@
 //!   the previous step added, and `UNION` (set semantics) drops rows already found, so the fixpoint
 //!   is reached in at most (longest derivation) steps and a cyclic graph terminates. A body calling
 //!   the component twice (non-linear recursion, `(tc ?a ?b) :- (tc ?a ?x) (tc ?x ?b)`) would join
-//!   the step's new rows with themselves only, so it is rejected (rewrite it linearly). `USING
-//!   KEY` does not fit: its working table keeps rows that replace existing keys, so a cycle never
-//!   empties it.
+//!   the step's new rows with themselves only under plain `UNION`, so it compiles to a `USING KEY`
+//!   CTE evaluated semi-naively (one variant of the body per call, that call reading the new rows
+//!   and the others the whole relation so far), keeping only rows not derived before.
 //! * **Termination / safety limit**: none is added. Values in a recursion come from the database
 //!   and the query's constants (a finite domain), and `UNION` semantics stop when no new row
 //!   appears. A rule that invents values (`[(+ ?n 1) ?m]` in a recursive body) terminates only if
@@ -28,8 +28,11 @@
 //!   filters the base case. If instead every free position is passed through unchanged (`Factor`,
 //!   the right-recursive `ancestor`), a CTE `m(s..., x...)` first closes the bound positions from the
 //!   seeds `s` through the recursive bodies, then the base bodies run on the reached `x`: "ancestors
-//!   of one person" reads only the people above that person. Otherwise (and for mutual recursion,
-//!   and for arguments bound by other clauses' columns) the full relation is computed and joined.
+//!   of one person" reads only the people above that person. An argument bound by the caller's
+//!   patterns (not a constant; patterns run before rule calls) seeds the same way from the distinct
+//!   values those patterns bind (a magic set: a SELECT over the caller's relation so far), at
+//!   top-level scope. Otherwise (mutual recursion, a shape neither `Filter` nor `Factor`) the full
+//!   relation is computed and joined.
 
 use super::functions::{typed, Operand};
 use super::{body, coerce, read_constant, Scope, Source, TExpr, VarBinding};
@@ -178,19 +181,37 @@ impl Scope {
         args: &[Term],
         form: &Value,
     ) -> Result<(), PlanError> {
-        let seeds = self.seeds(ctx, args, form)?;
-        let how = seeds.as_ref().and_then(|s| seeding(set, rule, &s.positions));
+        let mut seeds = self.seeds(ctx, args, form)?;
+        let mut how = seeds.as_ref().and_then(|s| seeding(set, rule, &s.positions));
+        if how.is_none() {
+            // No constant or input seeds the call, but the caller's earlier clauses bind some of its arguments
+            // (`[?p :pkg/name ?name] (closure ?p ?q)`): seed it from those clauses' distinct values (a magic
+            // set), as Datomic evaluates a rule with the bindings its call site provides, instead of computing
+            // the whole relation and joining it afterwards.
+            let from_clauses = |p: &usize| match &args[*p] {
+                Term::Var(x) => matches!(self.lookup(x), Some(VarBinding::Expr(_))),
+                _ => false,
+            };
+            if let Some((positions, mode)) = self.relation_positions(set, rule, args, |_| true) {
+                if positions.iter().any(from_clauses) {
+                    seeds = Some(self.relation_seeds(ctx, args, form, &positions)?);
+                    how = Some(mode);
+                }
+            }
+        }
         match self.seeded_call(ctx, set, rule, args, form, seeds, how) {
             // A body leaves a head variable to the caller (a limit, a budget passed down or recomputed): seed the
             // call from the caller's relation (the arguments its earlier clauses bound), in the factored
             // (magic-set) form, as Datomic evaluates a rule with the bindings its call site provides.
-            Err(e @ PlanError::UnboundVariable { .. }) => match self.factor_positions(set, rule, args) {
-                Some(positions) => {
-                    let rel = self.relation_seeds(ctx, args, form, &positions)?;
-                    self.seeded_call(ctx, set, rule, args, form, Some(rel), Some(Seeding::Factor))
+            Err(e @ PlanError::UnboundVariable { .. }) => {
+                match self.relation_positions(set, rule, args, |m| m == Seeding::Factor) {
+                    Some((positions, _)) => {
+                        let rel = self.relation_seeds(ctx, args, form, &positions)?;
+                        self.seeded_call(ctx, set, rule, args, form, Some(rel), Some(Seeding::Factor))
+                    }
+                    None => Err(e),
                 }
-                None => Err(e),
-            },
+            }
             other => other,
         }
     }
@@ -294,11 +315,18 @@ impl Scope {
         Ok((!positions.is_empty()).then_some(Seeds { positions, rows, relation: None }))
     }
 
-    /// The bound positions of a call to seed from the caller's relation so that the call can be factored: every
-    /// constant or input argument, and as many of the arguments the caller's clauses bind as allow it (the largest
-    /// such set; a position left free must be passed through the recursion unchanged). None at an inner scope
-    /// (an `or`/`not` branch, whose clauses are not a relation of their own) or when no set allows factoring.
-    fn factor_positions(&self, set: &RuleSet, rule: &Rule, args: &[Term]) -> Option<Vec<usize>> {
+    /// The bound positions of a call to seed from the caller's relation, with the seeding they allow (one that
+    /// `accept` takes): every constant or input argument, and as many of the arguments the caller's clauses bind
+    /// as allow it (the largest such set). None at an inner scope (an
+    /// `or`/`not` branch, whose clauses are not a relation of their own), when a collection input is an
+    /// argument (its values seed through [`Scope::seeds`]), or when no set allows an accepted seeding.
+    fn relation_positions(
+        &self,
+        set: &RuleSet,
+        rule: &Rule,
+        args: &[Term],
+        accept: impl Fn(Seeding) -> bool,
+    ) -> Option<(Vec<usize>, Seeding)> {
         if !self.outer.is_empty() {
             return None;
         }
@@ -309,6 +337,7 @@ impl Scope {
                 Term::Var(x) => match self.lookup(x) {
                     Some(VarBinding::Const(_)) => fixed.push(i),
                     Some(VarBinding::Expr(_)) => optional.push(i),
+                    Some(VarBinding::Pending(_)) => return None,
                     _ => {}
                 },
                 Term::Blank | Term::Src => {}
@@ -323,7 +352,8 @@ impl Scope {
             let mut positions = fixed.clone();
             positions.extend(optional.iter().enumerate().filter(|(j, _)| m & (1 << j) != 0).map(|(_, p)| *p));
             positions.sort_unstable();
-            (seeding(set, rule, &positions) == Some(Seeding::Factor)).then_some(positions)
+            let how = seeding(set, rule, &positions).filter(|h| accept(*h))?;
+            Some((positions, how))
         })
     }
 
@@ -372,6 +402,35 @@ impl Scope {
         select.items = items;
         select.distinct = true;
         Ok(Seeds { positions, rows: Vec::new(), relation: Some((select, tys)) })
+    }
+}
+
+impl Scope {
+    /// Joins the seeds of a call taken from the caller's relation (a SELECT with columns `c0`, `c1`, ...) into a
+    /// base body of the rule, binding the body's `vars` (its parameters at the seeded positions) to its columns.
+    fn add_seed_relation(
+        &mut self,
+        ctx: &Ctx,
+        vars: &[Var],
+        select: &Select,
+        tys: &[Ty],
+        form: &Value,
+    ) -> Result<(), PlanError> {
+        let alias = ctx.alias("m");
+        let sub = TableSource::Subquery(Box::new(Query::Select(Box::new(select.clone()))));
+        let item = FromItem::inner(sub, &alias);
+        self.alg.sources.push(Source {
+            item,
+            key: Some(vars.to_vec()),
+            vars: vars.to_vec(),
+            pinned: false,
+            values: None,
+        });
+        for (j, v) in vars.iter().enumerate() {
+            let col = TExpr::new(Expr::Col(alias.clone(), Name::new(&format!("c{j}"))), tys[j].clone());
+            self.bind(ctx, v, col, form)?;
+        }
+        Ok(())
     }
 }
 
@@ -565,7 +624,9 @@ fn component_cte(ctx: &Ctx, set: &RuleSet, frame: &RuleFrame, seeds: Option<&See
             let prepare = |s: &mut Scope| -> Result<(), PlanError> {
                 let Some(seed) = seed else { return Ok(()) };
                 let vars: Vec<Var> = seed.positions.iter().map(|i| body.params[*i].clone()).collect();
-                if seed.rows.len() == 1 {
+                if let Some((select, tys)) = &seed.relation {
+                    s.add_seed_relation(ctx, &vars, select, tys, &body.form)
+                } else if seed.rows.len() == 1 {
                     for (v, c) in vars.iter().zip(&seed.rows[0]) {
                         s.bind_const(ctx, v, c.clone(), &body.form)?;
                     }
