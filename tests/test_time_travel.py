@@ -7,6 +7,7 @@ from Datomic's documented semantics:
 * history: every assertion and retraction, `added` bound by the 5-place pattern [?e ?a ?v ?tx ?added];
 * T is a transaction entid or an instant (the last transaction at or before it).
 """
+import duckdb
 import pytest
 
 from conftest import transact
@@ -112,3 +113,19 @@ def test_pull_as_of_and_since(tl):
     # bob as of before his retraction, by lookup ref; nothing of him now
     assert pull(con, "[:p/age]", '[:p/name "bob"]', as_of=t[3]["tx"]) == {"p/age": 40}
     assert pull(con, "[:p/age]", '[:p/name "bob"]') is None
+
+
+@pytest.mark.parametrize("text", ["", "x\x00y", "z" * 1_000_000, "[:find ?e :where [?e :p/name]]", "tomorrow"])
+def test_text_that_is_not_an_instant_is_refused_by_name_before_any_statement(tl, text):
+    # Text as_of / since goes through DuckDB's own TIMESTAMPTZ cast once, at bind time: the error names the
+    # parameter and shows the text (cut to 200 characters), for every reading function.
+    con = tl[0]
+    for sql in ("SELECT * FROM mentat_q('[:find ?e :where [?e :p/name]]', as_of := ?)",
+                "SELECT * FROM mentat_datoms('EAVT', since := ?)",
+                "SELECT * FROM mentat_datoms('AVET', as_of := ?)"):
+        with pytest.raises(duckdb.Error) as ei:
+            con.execute(sql, [text]).fetchall()
+        msg = str(ei.value)
+        assert "is not a tx entid or an instant" in msg and text[:200].replace("\x00", " ") in msg, msg[:300]
+    # a text instant that DuckDB reads still travels: far in the future is the present database
+    assert q(con, "[:find ?n :where [_ :p/name ?n]]", as_of="2999-01-01 00:00:00+00") == [("ann",)]
