@@ -15,6 +15,13 @@ if [ ${#need[@]} -gt 0 ]; then
   $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"
 fi
 hash -r
+# The Debian example and its tests read apt's package lists with the English long descriptions (Translation-en),
+# which a fresh machine's lists lack: fetch them where apt-get can run (as root); the tests skip, naming the
+# reason, where it cannot.
+if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] && ! ls /var/lib/apt/lists/*Translation-en* >/dev/null 2>&1; then
+  echo "setup: apt-get update -o Acquire::Languages=en"
+  apt-get update -qq -o Acquire::Languages=en >/dev/null || echo "setup: apt-get update failed; the Debian tests will skip"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
 cmake --build build
 ls -l build/mentat.duckdb_extension
