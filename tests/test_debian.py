@@ -110,3 +110,22 @@ def test_fulltext_over_descriptions(store):
     import re
     for _, text in found:
         assert re.search(r"\bweb\W+servers?\b", text, re.I), text
+
+
+def test_notebook_every_closure_same_as_plain_sql_and_drawn(tmp_path, monkeypatch):
+    # examples/debian.ipynb, run headless: builds its own store (in tmp_path), computes every package's closure
+    # size with one mentat_q, compares it with a recursive CTE in plain SQL over the extract, draws the histogram
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("matplotlib")
+    figure = ROOT / "build" / "debian_closure_sizes.png"
+    figure.unlink(missing_ok=True)
+    nb = nbformat.read(ROOT / "examples" / "debian.ipynb", as_version=4)
+    monkeypatch.setenv("MENTAT_DEBIAN_DIR", str(tmp_path))
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "examples")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "same as mentat_q" in text and "DIFFERENT" not in text
+    assert figure.exists() and figure.stat().st_size > 10_000
