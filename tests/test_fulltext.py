@@ -280,6 +280,38 @@ def test_store_language_none(db_path):
     assert dog.keys() == {"d2", "d4"}
 
 
+
+def test_set_language_rebuilds_the_index(db_path):
+    # mentat_fulltext_language switches an indexed store from English stems to no stemming in one transaction:
+    # the index is rebuilt with the new analyzer, searches analyze with it, later writes index with it, and the
+    # choice is in the file: the first step runs in its own process, the rest in a fresh one that reads it back
+    # (a process keeps the database open while the extension is loaded)
+    script = (f"import json, sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); import conftest, "
+              f"test_fulltext as t; con = conftest.connect({str(db_path)!r}); t.load(con); "
+              "print(json.dumps([sorted(t.search(con, 'dogs')), "
+              "conftest.rows(con, \"SELECT * FROM mentat_fulltext_language('NONE')\")]))")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    english, report = json.loads(out.strip().splitlines()[-1])
+    assert english == ["d2", "d3", "d4"]  # English: "dogs" and "dog" are one stem
+    unstemmed = {n: t.lower().split() for n, (t, _, _) in CORPUS.items()}
+    # two fulltext attributes (:doc/text, :doc/note); four documents of :doc/text, none of :doc/note
+    assert report == [["none", 2, 4, sum(len(t) for t in unstemmed.values())]]
+    con = connect(db_path)
+    assert_scores(search(con, "dogs"), bm25(unstemmed, [["dogs"]]))
+    assert search(con, "dog").keys() == {"d2", "d4"}
+    assert rows(con, "SELECT value FROM mentat.meta WHERE key = 'fulltext_language'") == [("none",)]
+    transact(con, '[{:db/id "d5" :doc/name "d5" :doc/text "Barking dogs" :doc/rank 5}]')
+    assert search(con, "barking").keys() == {"d3", "d5"} and search(con, "bark") == {}
+    # an unknown language is refused by name and changes nothing
+    with pytest.raises(Exception, match="klingon"):
+        rows(con, "SELECT * FROM mentat_fulltext_language('klingon')")
+    assert search(con, "barking").keys() == {"d3", "d5"} and search(con, "bark") == {}
+    # and back to English: stems again, over every current document
+    assert rows(con, "SELECT language, documents FROM mentat_fulltext_language('english')") == [("english", 5)]
+    assert search(con, "dog").keys() == {"d2", "d3", "d4", "d5"}
+    assert search(con, "bark").keys() == {"d3", "d5"}
+    con.close()
+
 WORDS = """time person year way day thing man world life hand part child eye woman place work week case point
 government company number group problem fact be have do say get make go know take see come think look want give
 use find tell ask seem feel try leave call good new first last long great little own other old right big high

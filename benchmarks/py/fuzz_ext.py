@@ -292,9 +292,10 @@ IMPORT_SOURCES = [
 
 FUNCTIONS = ["mentat_q", "mentat_sql", "mentat_explain", "mentat_transact", "mentat_transact_many", "mentat_with",
              "mentat_pull", "mentat_pull_many", "mentat_datoms", "mentat_schema", "mentat_entity_index",
-             "mentat_import", "mentat_export", "mentat_import_store", "mentat_attach_parquet", "pull_in_query"]
-WEIGHTS = [30, 5, 3, 25, 4, 4, 8, 4, 6, 1, 1, 4, 0.5, 0.5, 0.5, 3]
-WRITES = {"mentat_transact", "mentat_transact_many", "mentat_import", "mentat_import_store", "mentat_with"}
+             "mentat_import", "mentat_export", "mentat_import_store", "mentat_attach_parquet", "pull_in_query",
+             "mentat_fulltext_language"]
+WEIGHTS = [30, 5, 3, 25, 4, 4, 8, 4, 6, 1, 1, 4, 0.5, 0.5, 0.5, 3, 0.5]
+WRITES = {"mentat_transact", "mentat_transact_many", "mentat_import", "mentat_import_store", "mentat_with", "mentat_fulltext_language"}
 
 
 def edn_of(rng, kind, pools):
@@ -364,6 +365,11 @@ def make_call(rng, pools, workdir):
                           wild_value(rng, pools["all"])])
         n, np_ = named(rng, ["e", "a", "v", "store", "as_of", "since", "history"], pools, 0.3)
         sql, params = f"SELECT count(*) FROM mentat_datoms({', '.join([idx] + n)})", np_
+    elif fn == "mentat_fulltext_language":
+        lang = rng.choice(["english", "none", "FRENCH", " german ", "klingon", "", "NULL", "english\x00", "e" * 5000,
+                           mutate(rng, "english", pools["all"])])
+        n, np_ = named(rng, ["store"], pools, 0.2)
+        sql, params = f"SELECT * FROM mentat_fulltext_language({', '.join(['?'] + n)})", [lang] + np_
     elif fn in ("mentat_schema", "mentat_entity_index"):
         n, np_ = named(rng, ["store"], pools, 0.5)
         sql, params = f"SELECT count(*) FROM {fn}({', '.join(n)})", np_

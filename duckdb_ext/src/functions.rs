@@ -92,7 +92,7 @@ fn existing_store(bind: &BindInfo) -> Res<Arc<storage::store::Store>> {
 }
 
 /// Writes `x` at row `i` of a flat vector whose physical type is `T`.
-fn put<T: Copy>(v: &mut duckdb::core::FlatVector<'_>, i: usize, x: T) {
+pub(crate) fn put<T: Copy>(v: &mut duckdb::core::FlatVector<'_>, i: usize, x: T) {
     assert!(i < v.capacity(), "row {i} past the vector's capacity");
     // SAFETY: callers pass the Rust type matching the column's DuckDB type (i64 for BIGINT and TIMESTAMPTZ,
     // bool for BOOLEAN); the index is checked above.

@@ -4,7 +4,7 @@
 use crate::functions::{caller_and_store, instance_of, put_row, write_for, Once};
 use crate::session::Caller;
 use crate::Instance;
-use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
+use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use planner::layout::StoreName;
 use std::error::Error;
@@ -115,7 +115,76 @@ pub fn register(con: &duckdb::Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<Parquet<EXPORT>, _>("mentat_export", instance)?;
     con.register_table_function_with_extra_info::<Parquet<IMPORT_STORE>, _>("mentat_import_store", instance)?;
     con.register_table_function_with_extra_info::<Parquet<ATTACH>, _>("mentat_attach_parquet", instance)?;
+    con.register_table_function_with_extra_info::<FulltextLanguage, _>("mentat_fulltext_language", instance)?;
     Ok(())
+}
+
+/// `mentat_fulltext_language(language VARCHAR [, store := VARCHAR])` sets the stemming language of the store's
+/// fulltext analyzer and rebuilds the index of every `:db/fulltext` attribute with it, in one transaction
+/// ([`storage::fulltext::set_language`]): `none` (no stemming), `english` (the default of a store that never set
+/// one), `french`, `german`, `spanish`, `russian` and the other Snowball stemmers of `rust-stemmers`,
+/// case-insensitive. Searches analyze their terms with the same language from then on. The store must exist.
+///
+/// Returns one row: `language VARCHAR`, `attributes BIGINT` (fulltext attributes re-indexed), `documents BIGINT`,
+/// `terms BIGINT`. An unknown language fails naming it and listing the known ones; nothing changes.
+pub struct FulltextLanguage;
+
+pub struct LanguageBind {
+    instance: Arc<Instance>,
+    language: String,
+    store: StoreName,
+    caller: Caller,
+}
+
+impl VTab for FulltextLanguage {
+    type InitData = Once;
+    type BindData = LanguageBind;
+
+    fn bind(bind: &BindInfo) -> Res<LanguageBind> {
+        bind.add_result_column("language", LogicalTypeHandle::from(LogicalTypeId::Varchar));
+        for c in ["attributes", "documents", "terms"] {
+            bind.add_result_column(c, LogicalTypeHandle::from(LogicalTypeId::Bigint));
+        }
+        let language = bind.get_parameter(0);
+        if language.is_null() {
+            return Err("mentat_fulltext_language: the language is NULL".into());
+        }
+        let language = language.to_string();
+        planner::fulltext::Analyzer::new(&language.trim().to_lowercase())
+            .map_err(|e| format!("mentat_fulltext_language: {e}"))?;
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (caller, store) = caller_and_store(bind, &instance)?;
+        Ok(LanguageBind { instance, language, store, caller })
+    }
+
+    fn init(_: &InitInfo) -> Res<Once> {
+        Ok(Once::new())
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        if !func.get_init_data().first(output) {
+            return Ok(());
+        }
+        let b = func.get_bind_data();
+        let r = write_for(&b.instance, &b.caller, |conn| {
+            let store = b.instance.stores.open(conn, &b.store, false)?;
+            storage::fulltext::set_language(conn, &store, &b.language)
+        })?;
+        output.flat_vector(0).insert(0, r.language.as_str());
+        for (i, x) in [r.attributes, r.documents, r.terms].into_iter().enumerate() {
+            crate::functions::put::<i64>(&mut output.flat_vector(i + 1), 0, x);
+        }
+        output.set_len(1);
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), LogicalTypeHandle::from(LogicalTypeId::Varchar))])
+    }
 }
 
 /// `mentat_export(dir VARCHAR [, store := VARCHAR])` writes the whole store as one Parquet file per table into

@@ -130,3 +130,67 @@ pub(crate) fn maintain<'d>(
     }
     Ok(())
 }
+
+/// What [`set_language`] did: the language now set (lowercase) and what it re-indexed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LanguageReport {
+    pub language: String,
+    /// Fulltext attributes whose index was rebuilt.
+    pub attributes: i64,
+    /// Documents (current datoms of those attributes) indexed.
+    pub documents: i64,
+    /// Terms indexed (the sum of the documents' lengths).
+    pub terms: i64,
+}
+
+/// Sets the stemming language of `store`'s fulltext analyzer (its `meta` row
+/// [`planner::fulltext::LANGUAGE_KEY`]) and rebuilds the index of every fulltext attribute with it, in one DuckDB
+/// transaction under the store's writer lock, so the index always matches the language that searches analyze
+/// their terms with. `language` is one of [`planner::fulltext::LANGUAGES`] (`none` for no stemming),
+/// case-insensitive. Rebuilding reads every current datom of those attributes: on a store without fulltext
+/// attributes (the usual moment to choose, before the first import) it only writes the row.
+///
+/// # Errors
+/// [`StorageError::Store`] naming an unknown language (and listing the known ones) or a read-only store;
+/// [`StorageError::DuckDb`] if a statement fails (nothing is changed).
+pub fn set_language(conn: &Connection, store: &crate::store::Store, language: &str) -> Result<LanguageReport> {
+    let language = language.trim().to_lowercase();
+    planner::fulltext::Analyzer::new(&language).map_err(crate::error::StorageError::Store)?;
+    if let Some(dir) = store.read_only() {
+        return Err(crate::error::StorageError::Store(format!(
+            "{} is read-only: a Parquet export attached from {dir}",
+            store.name
+        )));
+    }
+    let _writer = store.lock_writer();
+    let run = || -> Result<(LanguageReport, crate::store::StoreState)> {
+        let state = store.refresh(conn)?;
+        let meta = store.name.table("meta");
+        conn.execute(&format!("DELETE FROM {meta} WHERE key = ?"), [planner::fulltext::LANGUAGE_KEY])?;
+        conn.execute(&format!("INSERT INTO {meta} VALUES (?, ?)"), [planner::fulltext::LANGUAGE_KEY, &language])?;
+        let mut report = LanguageReport { language: language.clone(), attributes: 0, documents: 0, terms: 0 };
+        let mut fulltext: Vec<&Attribute> = state.schema.attributes().into_iter().filter(|a| a.fulltext).collect();
+        fulltext.sort_by_key(|a| a.entid);
+        for a in fulltext {
+            let dtab = store.name.table(&docs_table_name(a.entid));
+            for table in [postings_table_name(a.entid), docs_table_name(a.entid)] {
+                conn.execute(&format!("DELETE FROM {}", store.name.table(&table)), [])?;
+            }
+            let docs = format!("SELECT e, v FROM {}", store.name.current(a.entid));
+            index(conn, &store.name, &language, a, &docs)?;
+            let (n, terms): (i64, i64) =
+                conn.query_row(&format!("SELECT count(*), coalesce(sum(len), 0) FROM {dtab}"), [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            report.attributes += 1;
+            report.documents += n;
+            report.terms += terms;
+        }
+        let mut schema = (*state.schema).clone();
+        schema.set_fulltext_language(Some(language.clone()));
+        Ok((report, crate::store::StoreState { schema: std::sync::Arc::new(schema), parts: state.parts }))
+    };
+    let (report, state) = crate::in_transaction(conn, run)?;
+    store.set_state(state);
+    Ok(report)
+}
