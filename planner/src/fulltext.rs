@@ -326,14 +326,17 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
 }
 
 /// A clause over the postings whose term satisfies `pred`: one row per matching document, scored by the sum of
-/// its matching terms' BM25 scores (each term's `df` counted over its postings by a window, the document's length
-/// read from the postings' copy of it).
+/// its matching terms' BM25 scores (the document's length read from the postings' copy of it). Each term's `df`
+/// is a count of its postings joined by term: a `count(*) OVER (PARTITION BY term)` window gave the same numbers
+/// but cost more than the rest of the clause (16 ms against 1 ms for the count of 5,866 postings of "server" in
+/// the Debian descriptions; the benchmark's two-term search went from 12.2 to 9.9 ms, see storage/README.md).
 fn term_clause(post: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
     format!(
         "SELECT p.e, p.h, sum({} * p.tf * {} / (p.tf + {norm})) AS s \
-         FROM (SELECT e, h, tf, len, count(*) OVER (PARTITION BY term) AS df FROM {post} WHERE {pred}) p, st \
+         FROM (SELECT term, e, h, tf, len FROM {post} WHERE {pred}) p \
+         JOIN (SELECT term, count(*) AS df FROM {post} WHERE {pred} GROUP BY term) d ON d.term = p.term, st \
          GROUP BY p.e, p.h",
-        idf("p.df"),
+        idf("d.df"),
         lit(K1 + 1.0)
     )
 }
