@@ -257,18 +257,21 @@ def _summary(rows, res, meta, charts):
         nat = [r for r in rows if r["scale"] == scale and r["scenario"] == "native"]
         if nat:
             L += _native(rows, scale, nat)
-        L.append("### cold_vs_warm: q1 in a new process")
-        L.append("")
-        L.append("| peer | open ms | first call ms | warm p50 ms |")
-        L.append("|---|---:|---:|---:|")
-        for p in peers:
+        cold_rows = [r for r in rows if r["scale"] == scale and r["scenario"] == "cold_vs_warm"]
+        if cold_rows:  # a run that did not choose the scenario prints no empty table
+            L.append("### cold_vs_warm: q1 in a new process")
+            L.append("")
+            L.append("| peer | open ms | first call ms | warm p50 ms |")
+            L.append("|---|---:|---:|---:|")
+        for p in peers if cold_rows else []:
             a = _one(rows, scale=scale, peer=p, scenario="cold_vs_warm", variant="first_call")
             b = _one(rows, scale=scale, peer=p, scenario="cold_vs_warm", variant="warm")
             if a and b:
                 L.append(f"| {p} | {f(json.loads(a['extra'])['open_ms'])} | {f(a['p50_ms'])} | {f(b['p50_ms'])} |")
             else:
                 L.append(f"| {p} | {_cell(rows, scale, p, 'cold_vs_warm')} | | |")
-        L.append("")
+        if cold_rows:
+            L.append("")
         bad = [r for r in rows if r["scale"] == scale and r["status"] != "ok"]
         if bad:
             L.append("### not run, and why")
