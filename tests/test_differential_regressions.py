@@ -134,3 +134,24 @@ def test_aggregate_with_over_a_rule_sees_the_set_of_find_and_with_tuples(db):
     assert q(db, "[:find (count ?v) . :with ?e :in $ % :where (r ?e ?v)]", f"[{rules}]") == [(2,)]
     # the relation of the rule is a set too
     assert sorted(q(db, "[:find ?n ?v :in $ % :where (r ?e ?v) [?e :e/name ?n]]", f"[{rules}]")) == [("a", 1), ("a", 2)]
+
+
+@pytest.mark.parametrize("seed", ["[?a :e/name \"a\"]", "[?a :a/l 1]"])
+def test_a_seeded_recursive_rule_is_a_set_when_two_paths_reach_one_value(db, seed):
+    """Fixed: a right-recursive rule seeded from its bound argument (a constant, or since this session the values
+    an earlier pattern binds) answered one row per path, not per value: its answer was a single body's SELECT
+    over the seeds' closure, without DISTINCT."""
+    # Found by the 100,000-pair run of 2026-12-01 (seed 200: "[:find ?v1222 ?v1220 (count ?v1222) ...]" counted
+    # 2 for one value; "[:find ?a ?b ?c ...]" returned duplicate rows), minimized by hand. a refers to b and c,
+    # both refer to d: the closure of a is {b, c, d}, d reached twice. Datomic's rule relation is a set:
+    # (count ?x) is 3, and (count ?x) per ?x is 1.
+    transact(db, '[{:db/id "a" :e/name "a" :a/l 1 :a/r ["b" "c"]} {:db/id "b" :e/name "b" :a/r "d"}'
+                 ' {:db/id "c" :e/name "c" :a/r "d"} {:db/id "d" :e/name "d"}]')
+    rules = "[[(reach ?a ?b) [?a :a/r ?b]] [(reach ?a ?b) [?a :a/r ?m] (reach ?m ?b)]]"
+    assert q(db, f"[:find (count ?x) . :in $ % :where {seed} (reach ?a ?x)]", f"[{rules}]") == [(3,)]
+    per = q(db, f"[:find ?n (count ?x) :in $ % :where {seed} (reach ?a ?x) [?x :e/name ?n]]", f"[{rules}]")
+    assert sorted(per) == [("b", 1), ("c", 1), ("d", 1)]
+    rows = q(db, f"[:find ?a ?x :in $ % :where {seed} (reach ?a ?x)]", f"[{rules}]")
+    assert len(rows) == len(set(rows)) == 3
+    # with a constant seed too
+    assert q(db, "[:find (count ?x) . :in $ % ?a :where (reach ?a ?x)]", f'[{rules} [:e/name "a"]]') == [(3,)]

@@ -871,7 +871,16 @@ fn factored(ctx: &Ctx, rule: &Rule, seeds: &Seeds, types: &[Ty]) -> Result<Optio
             let items = types.iter().enumerate().map(|(i, t)| (null_of(t), Some(format!("c{i}")))).collect();
             Query::Select(Box::new(Select { items, filters: vec![Expr::bool(false)], ..Default::default() }))
         }
-        1 => answers.remove(0),
+        // A rule's relation is a set: two reached `x` can give one answer row (the seed's ancestors through two
+        // parents), which a single body's SELECT would repeat (aggregates would count it twice; the differential
+        // run against DataScript found it).
+        1 => match answers.remove(0) {
+            Query::Select(mut s) => {
+                s.distinct = true;
+                Query::Select(s)
+            }
+            q => q,
+        },
         _ => Query::Union { all: false, parts: answers },
     };
     Ok(Some(Query::With { recursive: true, ctes: vec![cte], body: Box::new(answer) }))
