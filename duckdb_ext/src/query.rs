@@ -678,8 +678,12 @@ pub(crate) unsafe fn read_options(
         }
         None => false,
     };
-    let opts =
-        QueryOptions { as_of: time_bound(info, c"as_of"), since: time_bound(info, c"since"), history, empty: false };
+    let opts = QueryOptions {
+        as_of: time_bound(info, c"as_of"),
+        since: time_bound(info, c"since"),
+        history,
+        ..Default::default()
+    };
     let store = instance.resolve(&caller, &StoreName::parse(&store)?)?;
     Ok((caller, store, opts))
 }

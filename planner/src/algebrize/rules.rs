@@ -119,7 +119,7 @@ impl Scope {
                 if i == delta {
                     TableSource::Cte(frame.cte.clone())
                 } else {
-                    TableSource::Table(format!("recurring.{}", frame.cte.as_str()))
+                    TableSource::Recurring(frame.cte.clone())
                 }
             }
         };
@@ -632,7 +632,7 @@ fn keyed_query(cte: &Name, columns: &[Name], tys: &[Ty], base: Vec<Select>, step
         .collect();
     let seen = Select {
         items: vec![(Expr::int(1), None)],
-        from: vec![FromItem::inner(TableSource::Table(format!("recurring.{}", cte.as_str())), &r)],
+        from: vec![FromItem::inner(TableSource::Recurring(cte.clone()), &r)],
         filters: vec![Expr::all(same)],
         ..Default::default()
     };
