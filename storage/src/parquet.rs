@@ -7,6 +7,11 @@
 //!   bootstrap ones included, so the schema (`cur_1` .. `cur_8`) and the transactions (`cur_9`, `:db/txInstant`)
 //!   travel as datoms like any other.
 //!
+//! * `manifest.json`, written last and atomically (a temporary file renamed over it): the format version
+//!   ([`FORMAT_VERSION`]), the basis tx (the last transaction the files hold) and every file with its table,
+//!   attribute and row count. `docs/parquet-format.md` documents the layout as a format for other readers
+//!   (Apache Spark through the `mentat_spark` Python package).
+//!
 //! [`attach`] opens such a directory as a read-only store whose datom tables are views over the files (`meta` gains
 //! the row `('read_only', <dir>)`), so queries read the Parquet files directly.
 //!
@@ -18,6 +23,18 @@ use crate::error::{Result, StorageError};
 use crate::store::{self, Store};
 use duckdb::Connection;
 use planner::layout::{self, quote_str, StoreName};
+
+/// The version of the export layout that `manifest.json` states (`docs/parquet-format.md`).
+pub const FORMAT_VERSION: i64 = 1;
+
+/// The manifest's file name in an export directory.
+pub const MANIFEST: &str = "manifest.json";
+
+/// One table of an export, as the manifest lists it.
+struct Written {
+    table: String,
+    rows: i64,
+}
 
 /// What [`export`] and [`import_store`] report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,22 +66,69 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     );
     std::fs::create_dir_all(&staging).map_err(|e| StorageError::Store(format!("cannot create {staging}: {e}")))?;
-    let written = export_into(conn, store, &staging).and_then(|(report, tables)| {
+    let written = export_into(conn, store, &staging).and_then(|(report, tables, basis_tx)| {
         if crate::interrupt::requested() {
             return Err(StorageError::Interrupted);
         }
-        for t in &tables {
+        let manifest = manifest_json(store, &tables, basis_tx);
+        let tmp = format!("{staging}/{MANIFEST}");
+        std::fs::write(&tmp, manifest).map_err(|e| StorageError::Store(format!("cannot write {tmp}: {e}")))?;
+        for w in &tables {
+            let t = &w.table;
             let (from, to) = (format!("{staging}/{t}.parquet"), format!("{}/{t}.parquet", dir.trim_end_matches('/')));
             std::fs::rename(&from, &to).map_err(|e| StorageError::Store(format!("cannot move {from} to {to}: {e}")))?;
         }
+        // last: a reader that finds the new manifest finds every file it names
+        let to = format!("{}/{MANIFEST}", dir.trim_end_matches('/'));
+        std::fs::rename(&tmp, &to).map_err(|e| StorageError::Store(format!("cannot move {tmp} to {to}: {e}")))?;
         Ok(report)
     });
     let _ = std::fs::remove_dir_all(&staging);
     written
 }
 
-/// Writes every table of `store` into `dir` as [`export`] does, and names the tables written.
-fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetReport, Vec<String>)> {
+/// The manifest of an export of `store` holding `tables`, as of `basis_tx` (format in `docs/parquet-format.md`).
+fn manifest_json(store: &Store, tables: &[Written], basis_tx: i64) -> String {
+    let schema = store.schema();
+    let files: Vec<serde_json::Value> = tables
+        .iter()
+        .map(|w| {
+            let t = w.table.as_str();
+            let (kind, aid) = if let Some(a) = t.strip_prefix("cur_") {
+                ("current", a.parse::<i64>().ok())
+            } else if let Some(a) = t.strip_prefix("hist_") {
+                ("history", a.parse::<i64>().ok())
+            } else if t == "meta" || t == "partitions" {
+                (t, None)
+            } else {
+                ("fulltext", t.split('_').nth(1).and_then(|a| a.split('.').next()).and_then(|a| a.parse().ok()))
+            };
+            let attr = aid.and_then(|a| schema.attribute(a));
+            serde_json::json!({
+                "table": t,
+                "path": format!("{t}.parquet"),
+                "kind": kind,
+                "attribute": aid,
+                "ident": attr.map(|a| a.ident.clone()),
+                "value_type": attr.map(|a| a.value_type.ident()),
+                "column_type": attr.map(|a| a.sql_type()),
+                "cardinality": attr.map(|a| if a.many { "many" } else { "one" }),
+                "rows": w.rows,
+            })
+        })
+        .collect();
+    let manifest = serde_json::json!({
+        "format": "mentat-parquet",
+        "format_version": FORMAT_VERSION,
+        "store": store.name.to_string(),
+        "basis_tx": basis_tx,
+        "files": files,
+    });
+    serde_json::to_string_pretty(&manifest).unwrap_or_default()
+}
+
+/// Writes every table of `store` into `dir` as [`export`] does, and names the tables written and the basis tx.
+fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetReport, Vec<Written>, i64)> {
     let _writer = store.lock_writer();
     let name = &store.name;
     let mut st = conn.prepare(
@@ -74,9 +138,15 @@ fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetRe
     let catalog = name.catalog.clone().unwrap_or_default();
     let tables: Vec<String> =
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    let run = || -> Result<ParquetReport> {
+    let run = || -> Result<(ParquetReport, Vec<Written>, i64)> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
+        let mut written = Vec::new();
         let schema = store.schema();
+        let basis_tx: i64 = conn.query_row(
+            &format!("SELECT coalesce(max(e), 0)::BIGINT FROM {}", name.current(layout::DB_TX_INSTANT)),
+            [],
+            |r| r.get(0),
+        )?;
         for t in &tables {
             // Parquet has no 128-bit integer (DuckDB would write a HUGEINT as a DOUBLE, losing digits): bigint
             // values, alone or inside a tuple, are written as DECIMAL(38,0), which holds each of them exactly
@@ -91,15 +161,16 @@ fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetRe
             };
             let n = conn.execute(&format!("COPY {source} TO {} (FORMAT parquet)", file(dir, t)), [])? as i64;
             report.files += 1;
+            written.push(Written { table: t.clone(), rows: n });
             if t.starts_with("cur_") {
                 report.current += n;
             } else if t.starts_with("hist_") {
                 report.history += n;
             }
         }
-        Ok(report)
+        Ok((report, written, basis_tx))
     };
-    Ok((crate::in_transaction(conn, run)?, tables))
+    crate::in_transaction(conn, run)
 }
 
 /// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction.
