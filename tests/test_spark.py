@@ -317,6 +317,22 @@ def test_recursive_rules_reach_a_fixpoint(issues, spark):
     check(c, spark, d, "[:find ?t :in $ % ?title :where [?a :issue/title ?title] (blocks+ ?a ?b) "
                        "[?b :issue/title ?t]]", f'[{BLOCKS} "Issue 12: {WORDS[12 % 5]}"]')
     check(c, spark, d, "[:find ?a (count ?b) :in $ % :where (blocks+ ?a ?b)]", f"[{BLOCKS}]")
+    # non-linear recursion (DuckDB's keyed CTE, reading the relation so far) and mutual recursion (a tagged union)
+    check(c, spark, d, "[:find ?a ?b :in $ % :where (tc ?a ?b)]",
+          "[[[(tc ?a ?b) [?a :issue/blocks ?b]] [(tc ?a ?b) (tc ?a ?x) (tc ?x ?b)]]]")
+    check(c, spark, d, "[:find ?a ?b :in $ % :where (even ?a ?b)]",
+          "[[[(odd ?a ?b) [?a :issue/blocks ?b]] [(odd ?a ?b) [?a :issue/blocks ?x] (even ?x ?b)] "
+          "[(even ?a ?b) [?a :issue/blocks ?x] (odd ?x ?b)]]]")
+
+
+def test_find_specs_order_and_limit(issues, spark):
+    c, d = issues["con"], issues["dir"]
+    q = "[:find ?i ?s :where [?i :issue/state ?s] [?i :issue/priority ?p] :order (desc ?p) ?s ?i :limit 7]"
+    _, want = duck(c, q)
+    _, got = on_spark(spark, d, q)
+    assert got == want and len(want) == 7
+    check(c, spark, d, "[:find [?t ...] :where [?i :issue/title ?t] [?i :issue/priority 5]]")
+    check(c, spark, d, "[:find ?tx :in $ ?t1 :where [(tx-ids $ ?t1 2000000000000) [?tx ...]]]", "[1099511627776]")
 
 
 def test_what_spark_cannot_run_is_refused_by_name(issues):

@@ -143,24 +143,47 @@ def run_plan(spark, plan: dict, max_rounds: int = 100_000):
     total and delta; each round registers the delta under the stage's name and the total as ``<name>__total``, runs
     the step, and keeps the rows not in the total (set difference, NULLs equal); the new rows join the total and
     are the next delta. It ends when a round finds nothing new; the total is then registered under the name.
+    Each round's rows are materialized with ``localCheckpoint`` so that plans do not grow with the rounds.
+
+    Spark 4.3 fails (``key not found``) when a checkpointed relation with constant NULL columns, such as the tagged
+    relation of mutually recursive rules, is read twice in one statement: its constraints are rewritten for the
+    second read. Constraint propagation is therefore switched off while the stages run, and restored after.
     """
-    for st in plan["stages"]:
-        name, cols = st["name"], st["columns"]
-        total = spark.sql(st["base"]).toDF(*cols).distinct().localCheckpoint()
-        if st.get("step") is not None:
-            delta = total
-            for _ in range(max_rounds):
-                delta.createOrReplaceTempView(name)
-                total.createOrReplaceTempView(f"{name}__total")
-                new = spark.sql(st["step"]).toDF(*cols).distinct().subtract(total).localCheckpoint()
-                if new.isEmpty():
-                    break
-                total = total.union(new).localCheckpoint()
-                delta = new
+    key = "spark.sql.constraintPropagation.enabled"
+    old = spark.conf.get(key, None)
+    if plan["stages"]:
+        spark.conf.set(key, "false")
+    try:
+        for st in plan["stages"]:
+            _stage(spark, st, max_rounds)
+    finally:
+        if plan["stages"]:
+            if old is None:
+                spark.conf.unset(key)
             else:
-                raise RuntimeError(f"recursive rule {name}: no fixpoint after {max_rounds} rounds")
-        total.createOrReplaceTempView(name)
+                spark.conf.set(key, old)
     return spark.sql(plan["final"])
+
+
+def _stage(spark, st: dict, max_rounds: int) -> None:
+    name, cols = st["name"], st["columns"]
+    total = spark.sql(st["base"]).toDF(*cols).distinct().localCheckpoint()
+    if st.get("step") is not None:
+        delta = total
+        for rounds in range(1, max_rounds + 1):
+            delta.createOrReplaceTempView(name)
+            total.createOrReplaceTempView(f"{name}__total")
+            new = spark.sql(st["step"]).toDF(*cols).distinct().subtract(total).localCheckpoint()
+            if new.isEmpty():
+                break
+            # the total is a union of checkpointed rounds, materialized again every 16 rounds
+            total = total.union(new)
+            if rounds % 16 == 0:
+                total = total.localCheckpoint()
+            delta = new
+        else:
+            raise RuntimeError(f"recursive rule relation {name}: no fixpoint after {max_rounds} rounds")
+    total.createOrReplaceTempView(name)
 
 
 def q(spark, snapshot_dir, query: str, inputs: str | None = None, as_of=None, since=None, history: bool = False):
