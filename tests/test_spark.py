@@ -385,3 +385,21 @@ def flights(tmp_path_factory):
 def test_flights_example_queries(flights, spark, name):
     con, d = flights
     check(con, spark, d, dict(example_datalog())[name])
+
+
+def test_attach_and_import_read_the_manifest_snapshot(issues, tmp_path):
+    """A DuckDB reader of the export sees the manifest's snapshot: a stray file the manifest does not name is not
+    read, and both readers answer alike."""
+    d = tmp_path / "export"
+    shutil.copytree(issues["dir"], d)
+    shutil.copyfile(d / "cur_100.parquet", d / "cur_4242.parquet")  # not in the manifest
+    con = connect()
+    (files, current, history), = rows(con, "SELECT * FROM mentat_attach_parquet(?, store := 'snap')", [str(d)])
+    m = mentat_spark.read_manifest(d)
+    assert files == len(m["files"])
+    assert current == sum(f["rows"] for f in m["files"] if f["kind"] == "current")
+    assert history == sum(f["rows"] for f in m["files"] if f["kind"] == "history")
+    rows(con, "SELECT * FROM mentat_import_store(?, store := 'copy')", [str(d)])
+    want = sorted(rows(issues["con"], f"SELECT * FROM mentat_q('{Q3}')"))
+    for store in ("snap", "copy"):
+        assert sorted(rows(con, f"SELECT * FROM mentat_q('{Q3}', store := '{store}')")) == want

@@ -291,7 +291,9 @@ pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetR
             };
             conn.execute_batch(&sql)?;
         }
-        let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+        // the files of the snapshot (the manifest's, when there is one), not whatever else the directory holds
+        let list: Vec<String> = files.iter().map(|f| file(dir, f)).collect();
+        let glob = format!("[{}]", list.join(", "));
         let (current, history): (i64, i64) = conn.query_row(
             &format!(
                 "SELECT coalesce(sum(num_rows) FILTER (WHERE starts_with(parse_filename(file_name), 'cur_')), 0)::BIGINT, \
@@ -316,8 +318,33 @@ pub fn read_only(conn: &Connection, name: &StoreName) -> Result<Option<String>> 
     })
 }
 
-/// The table names (file stems) of the export in `dir`, checked to hold a store, for a store `name` that must
-/// not exist yet.
+/// The tables that the manifest of the export in `dir` names (sorted), or None when `dir` has no manifest on the
+/// local file system (an export written before manifests, or a remote path): then the directory's Parquet files
+/// are the export. Errors: a manifest that cannot be read, or of another format version.
+fn manifest_tables(dir: &str) -> Result<Option<Vec<String>>> {
+    let path = std::path::Path::new(dir).join(MANIFEST);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StorageError::Store(format!("cannot read {}: {e}", path.display()))),
+    };
+    let bad = |why: &str| StorageError::Store(format!("{}: {why}", path.display()));
+    let m: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
+    if m["format_version"].as_i64() != Some(FORMAT_VERSION) {
+        return Err(bad(&format!("format version {} is not {FORMAT_VERSION}", m["format_version"])));
+    }
+    let mut tables: Vec<String> = m["files"]
+        .as_array()
+        .ok_or_else(|| bad("no files"))?
+        .iter()
+        .map(|f| f["table"].as_str().map(str::to_string).ok_or_else(|| bad("a file without its table")))
+        .collect::<Result<_>>()?;
+    tables.sort();
+    Ok(Some(tables))
+}
+
+/// The table names (file stems) of the export in `dir` (those its manifest names, else its Parquet files), checked
+/// to hold a store, for a store `name` that must not exist yet.
 fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<Vec<String>> {
     let catalog = name.catalog.clone().unwrap_or_default();
     let exists: i64 = conn.query_row(
@@ -329,9 +356,15 @@ fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<Vec<St
     if exists > 0 {
         return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
     }
-    let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
-    let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
-    let files: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    let files = match manifest_tables(dir)? {
+        Some(tables) => tables,
+        None => {
+            let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+            let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
+            let files: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+            files
+        }
+    };
     if !files.iter().any(|f| f == "partitions") {
         return Err(StorageError::Store(format!("{dir} holds no exported store (no partitions.parquet)")));
     }
