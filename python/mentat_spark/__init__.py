@@ -81,9 +81,11 @@ def sql(query: str, inputs: str | None = None, *, con=None, store: str = "mentat
     return text
 
 
-def read_manifest(snapshot_dir) -> dict:
-    """The manifest.json of an export directory (format version 1, see docs/parquet-format.md)."""
-    with open(os.path.join(str(snapshot_dir), "manifest.json")) as f:
+def read_manifest(snapshot_dir, basis_tx: int | None = None) -> dict:
+    """The manifest.json of an export directory (format version 1, see docs/parquet-format.md), or the kept
+    manifest of the earlier snapshot ``basis_tx``."""
+    name = "manifest.json" if basis_tx is None else f"manifest.{basis_tx}.json"
+    with open(os.path.join(str(snapshot_dir), name)) as f:
         manifest = json.load(f)
     if manifest.get("format") != "mentat-parquet" or manifest.get("format_version") != 1:
         raise ValueError(f"{snapshot_dir}: not a mentat Parquet export of format version 1")
