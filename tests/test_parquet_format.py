@@ -78,3 +78,25 @@ def test_an_export_without_a_manifest_is_rewritten_whole(con, tmp_path):
     (files, _, _), = rows(con, "SELECT * FROM mentat_export(?)", [str(d)])
     m = manifest(str(d))
     assert files == len(m["files"]) and all(f["path"] == f["table"] + ".parquet" for f in m["files"])
+
+
+def test_another_store_exported_into_the_directory_is_written_whole(con, tmp_path):
+    """Two stores have the same tx entids: an export of another store into a directory is never mistaken for an
+    increment of the snapshot there."""
+    transact(con, SCHEMA)
+    transact(con, '[{:a/x 1 :a/y "one"}]')
+    d = str(tmp_path / "export")
+    rows(con, "SELECT * FROM mentat_export(?)", [d])
+    first = manifest(d)
+    other = connect()
+    transact(other, SCHEMA)
+    transact(other, '[{:a/x 7 :a/y "seven"}]')
+    (files, _, _), = rows(other, "SELECT * FROM mentat_export(?)", [d])
+    m = manifest(d)
+    assert m["basis_tx"] == first["basis_tx"] and files == len(m["files"])
+    assert not {f["path"] for f in m["files"]} & {f["path"] for f in first["files"]}
+    reader = connect()
+    rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'snap')", [d])
+    assert answers(reader, "snap") == answers(other)
+    for c in (other, reader):
+        c.close()

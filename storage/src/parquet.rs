@@ -45,6 +45,9 @@ struct Written {
 /// The snapshot an export directory holds: its manifest's basis tx and files.
 struct Snapshot {
     basis_tx: i64,
+    /// The basis tx's `:db/txInstant` in microseconds since the epoch: with the basis tx, it tells whether a store
+    /// is the one the snapshot was exported from (or one grown from it).
+    basis_instant_us: Option<i64>,
     files: Vec<Written>,
 }
 
@@ -93,18 +96,19 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     );
     std::fs::create_dir_all(&staging).map_err(|e| StorageError::Store(format!("cannot create {staging}: {e}")))?;
-    let written = export_into(conn, store, &staging, previous.as_ref()).and_then(|(report, tables, basis_tx)| {
+    let written = export_into(conn, store, &staging, previous.as_ref()).and_then(|out| {
         if crate::interrupt::requested() {
             return Err(StorageError::Interrupted);
         }
-        if previous.as_ref().is_some_and(|p| p.basis_tx == basis_tx) {
+        let Exported { report, tables, basis_tx, basis_instant_us, unchanged, tag } = out;
+        if unchanged {
             return Ok(report);
         }
-        let manifest = manifest_json(store, &tables, basis_tx);
+        let manifest = manifest_json(store, &tables, basis_tx, basis_instant_us);
         let tmp = format!("{staging}/{MANIFEST}");
         std::fs::write(&tmp, &manifest).map_err(|e| StorageError::Store(format!("cannot write {tmp}: {e}")))?;
         // every byte is written inside the staging directory; what follows are renames
-        let kept = format!("manifest.{basis_tx}.json");
+        let kept = format!("manifest.{tag}.json");
         let staged = format!("{staging}/{kept}");
         std::fs::write(&staged, &manifest).map_err(|e| StorageError::Store(format!("cannot write {staged}: {e}")))?;
         let base = dir.trim_end_matches('/');
@@ -145,11 +149,15 @@ fn read_snapshot(dir: &str) -> Result<Option<Snapshot>> {
             _ => Err(bad("a file without its table, path or rows")),
         })
         .collect::<Result<_>>()?;
-    Ok(Some(Snapshot { basis_tx: m["basis_tx"].as_i64().ok_or_else(|| bad("no basis_tx"))?, files }))
+    Ok(Some(Snapshot {
+        basis_tx: m["basis_tx"].as_i64().ok_or_else(|| bad("no basis_tx"))?,
+        basis_instant_us: m["basis_instant_us"].as_i64(),
+        files,
+    }))
 }
 
 /// The manifest of an export of `store` holding `tables`, as of `basis_tx` (format in `docs/parquet-format.md`).
-fn manifest_json(store: &Store, tables: &[Written], basis_tx: i64) -> String {
+fn manifest_json(store: &Store, tables: &[Written], basis_tx: i64, basis_instant_us: i64) -> String {
     let schema = store.schema();
     let files: Vec<serde_json::Value> = tables
         .iter()
@@ -175,6 +183,7 @@ fn manifest_json(store: &Store, tables: &[Written], basis_tx: i64) -> String {
         "format_version": FORMAT_VERSION,
         "store": store.name.to_string(),
         "basis_tx": basis_tx,
+        "basis_instant_us": basis_instant_us,
         "files": files,
     });
     serde_json::to_string_pretty(&manifest).unwrap_or_default()
@@ -194,14 +203,23 @@ fn table_kind(t: &str) -> (&str, Option<i64>) {
     }
 }
 
-/// Writes the tables of `store` into `dir` as [`export`] does (those changed since `previous`, when given), and
-/// names the snapshot's tables (written or kept) and its basis tx.
-fn export_into(
-    conn: &Connection,
-    store: &Store,
-    dir: &str,
-    previous: Option<&Snapshot>,
-) -> Result<(ParquetReport, Vec<Written>, i64)> {
+/// What [`export_into`] did: its report, the snapshot's tables (written or kept), its basis, and whether the
+/// store is the previous snapshot's, unchanged (then nothing was written).
+struct Exported {
+    report: ParquetReport,
+    tables: Vec<Written>,
+    basis_tx: i64,
+    basis_instant_us: i64,
+    unchanged: bool,
+    /// What names this snapshot's new files and kept manifest: its basis tx, and for a directory that held another
+    /// store's export, the basis instant too (two stores may have the same tx entids).
+    tag: String,
+}
+
+/// Writes the tables of `store` into `dir` as [`export`] does: when `previous` is a snapshot of this store (its
+/// basis tx has the same instant here), only the tables changed since it; with a `previous` of another store,
+/// every table, under new names.
+fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Snapshot>) -> Result<Exported> {
     let _writer = store.lock_writer();
     let name = &store.name;
     let mut st = conn.prepare(
@@ -211,7 +229,7 @@ fn export_into(
     let catalog = name.catalog.clone().unwrap_or_default();
     let tables: Vec<String> =
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    let run = || -> Result<(ParquetReport, Vec<Written>, i64)> {
+    let run = || -> Result<Exported> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         let mut written = Vec::new();
         let schema = store.schema();
@@ -220,16 +238,45 @@ fn export_into(
             [],
             |r| r.get(0),
         )?;
+        let instant_us = |tx: i64| -> Result<i64> {
+            Ok(conn.query_row(
+                &format!(
+                    "SELECT coalesce((SELECT epoch_us(v) FROM {} WHERE e = ?), -1)::BIGINT",
+                    name.current(layout::DB_TX_INSTANT)
+                ),
+                [tx],
+                |r| r.get(0),
+            )?)
+        };
+        let basis_instant_us = instant_us(basis_tx)?;
+        // an earlier snapshot of this store (not of another one exported into the same directory) is reused
+        let mut reuse = None;
+        if let Some(prev) = previous {
+            if prev.basis_instant_us.is_some() && prev.basis_instant_us == Some(instant_us(prev.basis_tx)?) {
+                reuse = Some(prev);
+            }
+        }
+        let tag = match (previous, reuse) {
+            (Some(_), None) => format!("{basis_tx}-{basis_instant_us}"),
+            _ => basis_tx.to_string(),
+        };
         // the attributes with a datom asserted or retracted after the previous snapshot
         let mut changed = std::collections::HashSet::new();
-        if let Some(prev) = previous {
+        if let Some(prev) = reuse {
             if prev.basis_tx == basis_tx {
                 let (current, history) = prev.files.iter().fold((0, 0), |(c, h), w| match table_kind(&w.table).0 {
                     "current" => (c + w.rows, h),
                     "history" => (c, h + w.rows),
                     _ => (c, h),
                 });
-                return Ok((ParquetReport { files: 0, current, history }, prev.files.clone(), basis_tx));
+                return Ok(Exported {
+                    report: ParquetReport { files: 0, current, history },
+                    tables: prev.files.clone(),
+                    basis_tx,
+                    basis_instant_us,
+                    unchanged: true,
+                    tag: String::new(),
+                });
             }
             for t in &tables {
                 if let ("current", Some(aid)) = table_kind(t) {
@@ -251,7 +298,7 @@ fn export_into(
             }
         }
         for t in &tables {
-            if let (Some(prev), (_, Some(aid))) = (previous, table_kind(t)) {
+            if let (Some(prev), (_, Some(aid))) = (reuse, table_kind(t)) {
                 if !changed.contains(&aid) {
                     if let Some(w) = prev.files.iter().find(|w| &w.table == t) {
                         let (kind, _) = table_kind(t);
@@ -267,7 +314,7 @@ fn export_into(
             }
             let path = match previous {
                 None => format!("{t}.parquet"),
-                Some(_) => format!("{t}.{basis_tx}.parquet"),
+                Some(_) => format!("{t}.{tag}.parquet"),
             };
             // Parquet has no 128-bit integer (DuckDB would write a HUGEINT as a DOUBLE, losing digits): bigint
             // values, alone or inside a tuple, are written as DECIMAL(38,0), which holds each of them exactly
@@ -289,7 +336,7 @@ fn export_into(
                 report.history += n;
             }
         }
-        Ok((report, written, basis_tx))
+        Ok(Exported { report, tables: written, basis_tx, basis_instant_us, unchanged: false, tag })
     };
     crate::in_transaction(conn, run)
 }
