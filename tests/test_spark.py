@@ -12,11 +12,8 @@ examples/flights_load.sql (the five queries of examples/flights_queries.sql). Sk
 import datetime
 import math
 import os
-import pathlib
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,12 +33,6 @@ EXAMPLES = ROOT / "examples"
 
 # --- the cluster --------------------------------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(what, check, timeout=90):
     end = time.time() + timeout
     while time.time() < end:
@@ -53,46 +44,11 @@ def wait_for(what, check, timeout=90):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A standalone master and two workers (1 core, 1 GB each); yields the master URL; stopped at the end."""
-    import pyspark
-
-    home = pathlib.Path(pyspark.__file__).resolve().parent
-    logs = tmp_path_factory.mktemp("spark")
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m",
-           "SPARK_LOG_DIR": str(logs), "SPARK_WORKER_DIR": str(logs / "work"), "PYSPARK_PYTHON": sys.executable}
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = []
-
-    def start(name, *args):
-        out = open(logs / f"{name}.log", "w")
-        procs.append(subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=out,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
-
-    def log(name):
-        p = logs / f"{name}.log"
-        return p.read_text(errors="replace") if p.exists() else ""
-
-    try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-              "--webui-port", "0")
-        wait_for("the master", lambda: "I have been elected leader" in log("master"))
-        for i in range(2):
-            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
-                  "--memory", "1g", "--webui-port", "0")
-        wait_for("two workers", lambda: log("master").count("Registering worker") >= 2)
-        yield url
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+    """A standalone master and two workers (1 core, 1 GB each), separate processes started from pyspark's
+    distribution by mentat_spark.StandaloneCluster; yields the master URL; stopped at the end."""
+    with mentat_spark.StandaloneCluster(workers=2, cores=1, memory="1g",
+                                        log_dir=tmp_path_factory.mktemp("spark")) as c:
+        yield c.url
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ import pathlib
 import re
 import threading
 
-__all__ = ["extension_path", "load", "connect", "sql", "plan", "q", "run_plan", "read_manifest", "register_views"]
+__all__ = ["extension_path", "load", "connect", "sql", "plan", "q", "run_plan", "read_manifest", "register_views",
+           "StandaloneCluster"]
 
 _NAME = "mentat.duckdb_extension"
 _HERE = pathlib.Path(__file__).resolve().parent
@@ -198,3 +199,95 @@ def q(spark, snapshot_dir, query: str, inputs: str | None = None, as_of=None, si
     used = {m.group(1) for t in texts for m in _TABLE.finditer(t)}
     register_views(spark, snapshot_dir, tables=used)
     return run_plan(spark, p)
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers on 127.0.0.1, started as separate processes from pyspark's
+    own distribution (``bin/spark-class``; the pip package has no ``start-master.sh``), for tests and benchmarks::
+
+        with StandaloneCluster(workers=2, cores=1, memory="1g") as cluster:
+            spark = SparkSession.builder.master(cluster.url).getOrCreate()
+
+    Logs go to ``log_dir``. Stopping sends SIGTERM to each process group (SIGKILL after 30 s)."""
+
+    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g", log_dir=None, timeout: float = 90):
+        import tempfile
+
+        self.workers, self.cores, self.memory, self.timeout = workers, cores, memory, timeout
+        self.log_dir = pathlib.Path(log_dir or tempfile.mkdtemp(prefix="mentat-spark-"))
+        self.procs = []
+        self.url = None
+
+    def _log(self, name):
+        p = self.log_dir / f"{name}.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def _wait(self, what, check):
+        import time
+
+        end = time.time() + self.timeout
+        while time.time() < end:
+            if check():
+                return
+            if any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"a Spark process exited while waiting for {what}: see {self.log_dir}")
+            time.sleep(0.3)
+        raise TimeoutError(f"{what} did not start within {self.timeout} s: see {self.log_dir}")
+
+    def start(self) -> "StandaloneCluster":
+        import socket
+        import subprocess
+        import sys
+
+        import pyspark
+
+        home = pathlib.Path(pyspark.__file__).resolve().parent
+        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m",
+               "SPARK_LOG_DIR": str(self.log_dir), "SPARK_WORKER_DIR": str(self.log_dir / "work"),
+               "PYSPARK_PYTHON": sys.executable}
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"spark://127.0.0.1:{port}"
+
+        def run(name, *args):
+            out = open(self.log_dir / f"{name}.log", "w")
+            self.procs.append(subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=out,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
+
+        try:
+            run("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                "--webui-port", "0")
+            self._wait("the master", lambda: "I have been elected leader" in self._log("master"))
+            for i in range(self.workers):
+                run(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                    "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0")
+            self._wait(f"{self.workers} workers",
+                       lambda: self._log("master").count("Registering worker") >= self.workers)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs = []
+
+    def __enter__(self) -> "StandaloneCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
