@@ -215,6 +215,7 @@ class StandaloneCluster:
 
         self.workers, self.cores, self.memory, self.timeout = workers, cores, memory, timeout
         self.log_dir = pathlib.Path(log_dir or tempfile.mkdtemp(prefix="mentat-spark-"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs = []
         self.url = None
 
