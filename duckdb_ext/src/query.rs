@@ -722,7 +722,7 @@ pub(crate) unsafe fn read_options(
         as_of: time_bound(instance, info, c"as_of")?,
         since: time_bound(instance, info, c"since")?,
         history,
-        empty: false,
+        ..Default::default()
     };
     let store = instance.resolve(&caller, &StoreName::parse(&store)?)?;
     Ok((caller, store, opts))

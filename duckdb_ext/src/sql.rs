@@ -1,5 +1,12 @@
-//! `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR]])`: the one SQL statement that `mentat_q` runs
-//! for a query (no time-travel options), as text.
+//! `mentat_sql(query VARCHAR [, inputs VARCHAR [, store VARCHAR [, options VARCHAR]]])`: the one SQL statement
+//! that `mentat_q` runs for a query, as text.
+//!
+//! `options` is a comma-separated list of `key=value` ([`read_options`]): `dialect=duckdb|spark`, `as_of=T`,
+//! `since=T` (a tx entid, or an instant as text) and `history=true`. It is a fourth positional argument because
+//! DuckDB's scalar functions take no named parameters. With `dialect=spark` the statement is Spark SQL over the
+//! views of a Parquet export (`docs/parquet-format.md`); a query with recursive rules, which Spark cannot run as
+//! one statement, gives instead a JSON plan of stages ([`planner::CompiledQuery::plan_json`]) that the caller
+//! evaluates (the `mentat_spark` Python package does).
 //!
 //! A scalar function: constant arguments are folded when the calling statement is bound, so
 //! `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and transaction.
@@ -72,11 +79,24 @@ unsafe fn execute_inner(
         }
         let store = column(2).and_then(|v| text(v, row));
         let name = instance.resolve(caller, &StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE))?)?;
-        let mut opts = planner::QueryOptions::default();
+        let mut opts = match column(3).and_then(|v| text(v, row)) {
+            Some(options) => read_options(&options)?,
+            None => planner::QueryOptions::default(),
+        };
         let schema = crate::query::read_schema(instance, &name, &mut opts)?;
         let compiled =
             planner::compile_query(&query, inputs.as_deref(), &schema, &name, &opts).map_err(|e| e.to_string())?;
-        let entity = match opts.empty {
+        if !compiled.stages.is_empty() {
+            let plan = compiled.plan_json(opts.dialect);
+            ffi::duckdb_vector_assign_string_element_len(
+                output,
+                row as u64,
+                plan.as_ptr() as *const _,
+                plan.len() as u64,
+            );
+            continue;
+        }
+        let entity = match opts.empty || opts.dialect != planner::sql::Dialect::DuckDb {
             true => None,
             false => crate::entity::shape_of(instance, &name, &query, &schema, &compiled)
                 .and_then(|shape| crate::entity::plan(instance, &shape, inputs.as_deref(), &schema, &name, &opts)),
@@ -93,6 +113,39 @@ unsafe fn execute_inner(
     Ok(())
 }
 
+/// Reads `mentat_sql`'s options text: `key=value` pairs separated by commas, keys `dialect` (`duckdb` or
+/// `spark`), `as_of` and `since` (an integer is a tx entid, other text an instant such as `2025-01-01 10:00:00+00`)
+/// and `history` (`true` or `false`). Errors name the pair that is not understood.
+pub(crate) fn read_options(text: &str) -> Result<planner::QueryOptions, String> {
+    let mut opts = planner::QueryOptions::default();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').map(|(k, v)| (k.trim(), v.trim())).ok_or_else(|| {
+            format!("mentat_sql options: {pair:?} is not key=value (dialect=spark, as_of=T, since=T, history=true)")
+        })?;
+        let bound = |v: &str| match v.parse::<i64>() {
+            Ok(t) => planner::TimeBound::Tx(t),
+            Err(_) => planner::TimeBound::Instant(v.to_string()),
+        };
+        match key.to_ascii_lowercase().as_str() {
+            "dialect" => {
+                opts.dialect = planner::sql::Dialect::parse(value)
+                    .ok_or_else(|| format!("mentat_sql options: unknown dialect {value:?} (duckdb or spark)"))?
+            }
+            "as_of" => opts.as_of = Some(bound(value)),
+            "since" => opts.since = Some(bound(value)),
+            "history" => {
+                opts.history = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("mentat_sql options: history={value:?} is neither true nor false")),
+                }
+            }
+            _ => return Err(format!("mentat_sql options: unknown option {key:?} (dialect, as_of, since, history)")),
+        }
+    }
+    Ok(opts)
+}
+
 unsafe extern "C" fn execute(
     info: ffi::duckdb_function_info,
     input: ffi::duckdb_data_chunk,
@@ -107,7 +160,7 @@ unsafe extern "C" fn execute(
     ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
 }
 
-/// Registers `mentat_sql` with one, two and three VARCHAR arguments.
+/// Registers `mentat_sql` with one to four VARCHAR arguments.
 ///
 /// # Safety
 /// `con` must be a valid connection inside the entry point.
@@ -115,7 +168,7 @@ pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) ->
     register_varchar_set(
         con,
         c"mentat_sql",
-        1..=3,
+        1..=4,
         |varchar| varchar,
         |f| {
             let extra = Box::into_raw(Box::new(instance.clone())) as *mut c_void;

@@ -18,7 +18,7 @@ use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
 use crate::pull::{compile_pull_held, CompiledPull};
 use crate::schema::ValueType;
 use crate::source::Ctx;
-use crate::sql::{BinOp, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
+use crate::sql::{BinOp, Dialect, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{keyword_order, Constant, Ty};
 use crate::{CompiledQuery, FindKind, OutputColumn};
 
@@ -156,10 +156,15 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         select.limit = Some(select.limit.map_or(1, |l| l.min(1)));
     }
     if pulls.is_empty() {
-        return Ok(CompiledQuery { sql: SqlQuery::Select(Box::new(select)).to_sql(), columns, find, held_sql: None });
+        let printed = SqlQuery::Select(Box::new(select)).to_sql_in(ctx.opts.dialect)?;
+        return Ok(CompiledQuery { sql: printed.sql, columns, find, held_sql: None, stages: printed.stages });
+    }
+    if ctx.opts.dialect != Dialect::DuckDb {
+        // a pull's SQL (nested STRUCTs, JSON for recursion) is DuckDB's
+        return Err(PlanError::Dialect { dialect: ctx.opts.dialect.name(), construct: "pull in :find".into() });
     }
     let (sql, held_sql) = with_pulls(select, &mut columns, &pulls);
-    Ok(CompiledQuery { sql, columns, find, held_sql })
+    Ok(CompiledQuery { sql, columns, find, held_sql, stages: Vec::new() })
 }
 
 /// Name of the CTE holding a query's rows when find elements pull.

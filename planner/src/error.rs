@@ -44,6 +44,10 @@ pub enum PlanError {
     /// neither a store nor a relation, or without the attribute a pattern names. `var` is the variable.
     #[error("source {var} in `{form}`: {message}")]
     Source { var: String, form: String, message: String },
+    /// A construct that the chosen SQL dialect cannot express (`dialect` is its name, `construct` what the query
+    /// needs, e.g. `pull` or `fulltext` in Spark).
+    #[error("the {dialect} SQL dialect cannot express {construct}")]
+    Dialect { dialect: &'static str, construct: String },
 }
 
 /// Prints an EDN form for an error message.

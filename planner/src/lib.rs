@@ -48,6 +48,8 @@ mod tests_fuzz;
 mod tests_log;
 #[cfg(test)]
 mod tests_sources;
+#[cfg(test)]
+mod tests_spark;
 
 pub use error::PlanError;
 pub use pull::{compile_pull, CompiledPull};
@@ -89,6 +91,62 @@ pub struct CompiledQuery {
     /// the attributes that the entities those `*` levels pull hold, over the whole answer. Compile again with
     /// them ([`compile_query_held`]) to type the wildcard's STRUCT from them.
     pub held_sql: Option<String>,
+    /// The relations `sql` reads that must be computed first ([`sql::Stage`]): in the Spark dialect, one per
+    /// recursive rule call (Spark has no `UNION` in recursive CTEs); always empty in DuckDB's.
+    pub stages: Vec<sql::Stage>,
+}
+
+impl CompiledQuery {
+    /// The statement as a JSON plan of stages, for an engine that must compute recursive relations itself
+    /// (Spark): `{"format": "mentat-plan", "version": 1, "dialect": "spark", "columns": [{"name", "type"}],
+    /// "stages": [{"name", "columns", "base", "step"}], "final": sql}`. Each stage is a [`sql::Stage`] (`step`
+    /// null for a plain view); `final` reads the stages by name once they are computed.
+    pub fn plan_json(&self, dialect: sql::Dialect) -> String {
+        let s = json_str;
+        let columns: Vec<String> = self
+            .columns
+            .iter()
+            .map(|c| format!("{{\"name\": {}, \"type\": {}}}", s(&c.name), s(&c.sql_type)))
+            .collect();
+        let stages: Vec<String> = self
+            .stages
+            .iter()
+            .map(|st| {
+                let cols: Vec<String> = st.columns.iter().map(|c| s(c)).collect();
+                format!(
+                    "{{\"name\": {}, \"columns\": [{}], \"base\": {}, \"step\": {}}}",
+                    s(&st.name),
+                    cols.join(", "),
+                    s(&st.base),
+                    st.step.as_deref().map_or("null".to_string(), s)
+                )
+            })
+            .collect();
+        format!(
+            "{{\"format\": \"mentat-plan\", \"version\": 1, \"dialect\": {}, \"columns\": [{}], \"stages\": [{}], \"final\": {}}}",
+            s(dialect.name()),
+            columns.join(", "),
+            stages.join(", "),
+            s(&self.sql)
+        )
+    }
+}
+
+/// A JSON string literal.
+fn json_str(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Compiles an EDN Datalog query into one DuckDB statement over `store`.
@@ -159,6 +217,12 @@ pub fn compile_query_sources(
                 message: format!("sources := gives it the store {}, but the query's :in does not bind it", s.store),
             });
         }
+    }
+    if opts.dialect != sql::Dialect::DuckDb && !sources.is_empty() {
+        return Err(PlanError::Dialect {
+            dialect: opts.dialect.name(),
+            construct: "a query over several stores (sources :=)".into(),
+        });
     }
     let store_vars: Vec<&str> = sources.iter().map(|s| s.var).collect();
     let rules = rules::from_inputs(&query, inputs_edn, &store_vars)?;

@@ -619,11 +619,14 @@ fn expr_sql(e: Expr) -> String {
 fn source_sql(ctx: &Ctx, aid: Entid) -> Result<String, PlanError> {
     match ctx.datoms(aid) {
         TableSource::Table(t) => Ok(t),
+        TableSource::Stored { store, table } => Ok(store.table(&table)),
         TableSource::Subquery(q) => Ok(format!("(\n{}\n)", q.to_sql())),
-        TableSource::Values { .. } | TableSource::Cte(_) | TableSource::Raw(_) => Err(PlanError::Unsupported {
-            form: aid.to_string(),
-            message: "an attribute source that is a VALUES list".into(),
-        }),
+        TableSource::Values { .. } | TableSource::Cte(_) | TableSource::Recurring(_) | TableSource::Raw(_) => {
+            Err(PlanError::Unsupported {
+                form: aid.to_string(),
+                message: "an attribute source that is a VALUES list".into(),
+            })
+        }
     }
 }
 

@@ -57,6 +57,8 @@ pub struct QueryOptions {
     /// Read the empty database (the bootstrap datoms of [`crate::layout::bootstrap_datoms`] only) instead of the
     /// store's tables: the store does not exist yet, and Datomic answers such a query against an empty database.
     pub empty: bool,
+    /// The SQL dialect the statement is printed in (DuckDB's unless asked; see [`crate::sql::Dialect`]).
+    pub dialect: crate::sql::Dialect,
 }
 
 /// The compilation context shared by every stage: schema, store, options, and the alias counter.
@@ -360,7 +362,7 @@ impl<'a> Ctx<'a> {
     /// ([`QueryOptions::empty`]) its bootstrap datoms.
     pub fn current_table(&self, aid: Entid) -> TableSource {
         if !self.opts.empty {
-            return TableSource::Table(self.store.current(aid));
+            return TableSource::Stored { store: self.store.clone(), table: crate::layout::current_table_name(aid) };
         }
         let ty = self.schema.attribute(aid).map_or("VARCHAR".to_string(), |a| a.sql_type());
         let ty = ty.as_str();
@@ -385,7 +387,7 @@ impl<'a> Ctx<'a> {
     /// empty database.
     pub fn history_table(&self, aid: Entid) -> TableSource {
         if !self.opts.empty {
-            return TableSource::Table(self.store.history(aid));
+            return TableSource::Stored { store: self.store.clone(), table: crate::layout::history_table_name(aid) };
         }
         let ty = self.schema.attribute(aid).map_or("VARCHAR".to_string(), |a| a.sql_type());
         let ty = ty.as_str();

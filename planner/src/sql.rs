@@ -1,11 +1,177 @@
-//! A small structured SQL builder for the DuckDB dialect: the one place where identifiers and
-//! literals are quoted. Every piece of user text reaches SQL as a [`Lit`] (quoted with
+//! A small structured SQL builder, printed in one of two dialects ([`Dialect`]: DuckDB's, and Spark SQL's for
+//! the Parquet export read by Apache Spark): the one place where identifiers and literals are quoted, and
+//! the only place where the dialects differ (the stages before it build one tree for both). Every piece of user text reaches SQL as a [`Lit`] (quoted with
 //! [`quote_str`]) or as an output column name (quoted with [`quote_ident`]); table references come
 //! from [`crate::layout::StoreName`], and aliases and column names are generated here
 //! (`t0`, `e`, `c1`, ...), so nothing from EDN is ever spliced raw.
 
-use crate::layout::{quote_ident, quote_str, string_value};
+use crate::error::PlanError;
+use crate::layout::{quote_ident, quote_str, string_value, StoreName};
 use std::fmt::Write;
+
+/// The SQL dialect a statement is printed in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// DuckDB's SQL over a store's tables (`"mentat"."cur_65"`): what `mentat_q` runs.
+    #[default]
+    DuckDb,
+    /// Spark SQL over temporary views named after the files of a Parquet export (`cur_65` for
+    /// `cur_65.parquet`, see `docs/parquet-format.md`): backticked identifiers, Spark's types and functions, no
+    /// recursive CTE (a recursive rule becomes a [`Stage`] that the caller evaluates to a fixpoint).
+    Spark,
+}
+
+impl Dialect {
+    /// Parses `duckdb` or `spark` (any case).
+    pub fn parse(s: &str) -> Option<Dialect> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "duckdb" => Some(Dialect::DuckDb),
+            "spark" => Some(Dialect::Spark),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::DuckDb => "duckdb",
+            Dialect::Spark => "spark",
+        }
+    }
+}
+
+/// One relation that a Spark statement reads and that must be computed first, in order, and registered as a
+/// temporary view named `name` with `columns`. Spark refuses `UNION` in a recursive CTE, so a recursive rule's
+/// CTE is printed as a stage: `base` gives the first rows; when `step` is present the relation is a fixpoint,
+/// computed semi-naively by the caller: each round registers the rows new in the last round as `name` and every
+/// row so far as [`Stage::total_view`], runs `step`, and keeps the rows not seen before, until a round adds none;
+/// then the whole relation is registered as `name`. Without `step` the stage is a plain view of `base`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stage {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub base: String,
+    pub step: Option<String>,
+}
+
+impl Stage {
+    /// The view that holds every row so far during a fixpoint (DuckDB's `recurring.<name>`).
+    pub fn total_view(name: &str) -> String {
+        format!("{name}__total")
+    }
+}
+
+/// A statement printed in a dialect: the SQL text and, for Spark, the stages it reads (see [`Stage`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Printed {
+    pub sql: String,
+    pub stages: Vec<Stage>,
+}
+
+/// The printer's state: the dialect, the text so far, the stages lifted out (Spark), and the first construct
+/// the dialect cannot express.
+pub(crate) struct Printer {
+    dialect: Dialect,
+    out: String,
+    stages: Vec<Stage>,
+    error: Option<String>,
+}
+
+impl Printer {
+    fn new(dialect: Dialect) -> Printer {
+        Printer { dialect, out: String::new(), stages: Vec::new(), error: None }
+    }
+
+    fn spark(&self) -> bool {
+        self.dialect == Dialect::Spark
+    }
+
+    /// Records that `construct` has no form in this dialect (the first such construct is reported).
+    fn refuse(&mut self, construct: impl Into<String>) {
+        if self.error.is_none() {
+            self.error = Some(construct.into());
+        }
+    }
+
+    fn ident(&self, name: &str) -> String {
+        match self.dialect {
+            Dialect::DuckDb => quote_ident(name),
+            Dialect::Spark => spark_ident(name),
+        }
+    }
+}
+
+/// A Spark SQL identifier: wrapped in backticks, inner backticks doubled.
+pub fn spark_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// A Spark SQL string literal. Spark reads backslash escapes in literals and concatenates adjacent ones, so
+/// quotes and backslashes are escaped with a backslash, and control characters as `\uXXXX`.
+pub fn spark_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A DuckDB type as printed by the planner (`BIGINT`, `VARCHAR`, `TIMESTAMPTZ`, `BIGINT[]`, `STRUCT(f0 BIGINT,
+/// f1 VARCHAR)`, `DECIMAL(38,18)`, ...) in Spark's words, or None for a type Spark has no form of.
+pub fn spark_type(ty: &str) -> Option<String> {
+    let ty = ty.trim();
+    if let Some(elem) = ty.strip_suffix("[]") {
+        return Some(format!("ARRAY<{}>", spark_type(elem)?));
+    }
+    if let Some(fields) = ty.strip_prefix("STRUCT(").and_then(|f| f.strip_suffix(')')) {
+        let mut out = Vec::new();
+        for f in split_top(fields) {
+            let (name, t) = f.trim().split_once(' ')?;
+            out.push(format!("{}: {}", spark_ident(name.trim_matches('"')), spark_type(t)?));
+        }
+        return Some(format!("STRUCT<{}>", out.join(", ")));
+    }
+    if ty.starts_with("DECIMAL") {
+        return Some(ty.to_string());
+    }
+    Some(
+        match ty {
+            "BIGINT" | "INTEGER" | "DOUBLE" | "BOOLEAN" | "FLOAT" => ty,
+            "VARCHAR" | "UUID" | "JSON" => "STRING",
+            "TIMESTAMPTZ" | "TIMESTAMP" => "TIMESTAMP",
+            "BLOB" => "BINARY",
+            "HUGEINT" => "DECIMAL(38,0)",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+/// Splits a type list at its top-level commas.
+fn split_top(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
 
 /// A generated internal name (alias or column): lowercase ASCII letters, digits and `_` only, so it
 /// prints unquoted.
@@ -202,8 +368,17 @@ impl Expr {
 /// What a FROM item reads.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TableSource {
-    /// A quoted table reference produced by [`crate::layout::StoreName`].
+    /// A quoted table reference produced by [`crate::layout::StoreName`] (DuckDB only).
     Table(String),
+    /// A table of a store by its unquoted name (`cur_65`): `"mentat"."cur_65"` in DuckDB, the view `cur_65` over
+    /// the export's `cur_65.parquet` in Spark.
+    Stored {
+        store: StoreName,
+        table: String,
+    },
+    /// Every row so far of the keyed recursive CTE being defined: DuckDB's `recurring.<name>`, in Spark the
+    /// fixpoint's [`Stage::total_view`].
+    Recurring(Name),
     Subquery(Box<Query>),
     /// `(VALUES (...), (...)) AS alias(c0, c1)`
     Values {
@@ -299,7 +474,11 @@ impl Query {
                     match &f.source {
                         TableSource::Subquery(q) => q.outer_aliases(&mut refs),
                         TableSource::Values { rows, .. } => rows.iter().flatten().for_each(|e| e.aliases(&mut refs)),
-                        TableSource::Table(_) | TableSource::Cte(_) | TableSource::Raw(_) => {}
+                        TableSource::Table(_)
+                        | TableSource::Stored { .. }
+                        | TableSource::Recurring(_)
+                        | TableSource::Cte(_)
+                        | TableSource::Raw(_) => {}
                     }
                 }
                 for e in s.filters.iter().chain(&s.group_by).chain(&s.having) {
@@ -316,97 +495,133 @@ impl Query {
 
     /// Renders the query as DuckDB SQL.
     pub fn to_sql(&self) -> String {
-        let mut out = String::new();
-        self.render(&mut out, 0);
-        out
+        let mut p = Printer::new(Dialect::DuckDb);
+        self.render(&mut p, 0);
+        p.out
     }
 
-    fn render(&self, out: &mut String, indent: usize) {
+    /// Renders the query in `dialect`: DuckDB's text is [`Query::to_sql`]'s. In Spark every recursive CTE is
+    /// lifted out as a [`Stage`] (in the order they must run) and read by name. Errors: a construct the dialect
+    /// cannot express ([`PlanError::Dialect`]), named.
+    pub fn to_sql_in(&self, dialect: Dialect) -> Result<Printed, PlanError> {
+        let mut p = Printer::new(dialect);
+        self.render(&mut p, 0);
+        match p.error {
+            Some(construct) => Err(PlanError::Dialect { dialect: dialect.name(), construct }),
+            None => Ok(Printed { sql: p.out, stages: p.stages }),
+        }
+    }
+
+    fn render(&self, p: &mut Printer, indent: usize) {
         match self {
-            Query::Select(s) => s.render(out, indent),
+            Query::Select(s) => s.render(p, indent),
             Query::Union { all, parts } => {
-                for (i, p) in parts.iter().enumerate() {
+                for (i, q) in parts.iter().enumerate() {
                     if i > 0 {
-                        newline(out, indent);
-                        out.push_str(if *all { "UNION ALL" } else { "UNION" });
-                        newline(out, indent);
+                        newline(p, indent);
+                        p.out.push_str(if *all { "UNION ALL" } else { "UNION" });
+                        newline(p, indent);
                     }
-                    p.render(out, indent);
+                    q.render(p, indent);
                 }
+            }
+            Query::With { recursive: true, ctes, body } if p.spark() => {
+                // Spark: each CTE becomes a stage the caller computes first; the body reads them by name.
+                for c in ctes {
+                    let columns = c.columns.iter().map(|n| n.as_str().to_string()).collect();
+                    let (base, step) = match &c.query {
+                        Query::Union { all: false, parts } if parts.len() == 2 => (&parts[0], Some(&parts[1])),
+                        q => (q, None),
+                    };
+                    let side = |q: &Query, p: &mut Printer| {
+                        let mut inner = Printer::new(p.dialect);
+                        q.render(&mut inner, 0);
+                        p.stages.append(&mut inner.stages);
+                        if let Some(e) = inner.error {
+                            p.refuse(e);
+                        }
+                        inner.out
+                    };
+                    let base = side(base, p);
+                    let step = step.map(|s| side(s, p));
+                    p.stages.push(Stage { name: c.name.as_str().to_string(), columns, base, step });
+                }
+                body.render(p, indent);
             }
             Query::With { recursive, ctes, body } => {
-                out.push_str(if *recursive { "WITH RECURSIVE " } else { "WITH " });
+                p.out.push_str(if *recursive { "WITH RECURSIVE " } else { "WITH " });
                 for (i, c) in ctes.iter().enumerate() {
                     if i > 0 {
-                        out.push_str(", ");
+                        p.out.push_str(", ");
                     }
                     let cols: Vec<&str> = c.columns.iter().map(Name::as_str).collect();
-                    let _ = write!(out, "{}({}) ", c.name.as_str(), cols.join(", "));
+                    let _ = write!(p.out, "{}({}) ", c.name.as_str(), cols.join(", "));
                     if c.using_key {
-                        let _ = write!(out, "USING KEY ({}) ", cols.join(", "));
+                        let _ = write!(p.out, "USING KEY ({}) ", cols.join(", "));
                     }
-                    out.push_str("AS (");
-                    newline(out, indent + 1);
-                    c.query.render(out, indent + 1);
-                    newline(out, indent);
-                    out.push(')');
+                    p.out.push_str("AS (");
+                    newline(p, indent + 1);
+                    c.query.render(p, indent + 1);
+                    newline(p, indent);
+                    p.out.push(')');
                 }
-                newline(out, indent);
-                body.render(out, indent);
+                newline(p, indent);
+                body.render(p, indent);
             }
         }
     }
 }
 
-fn newline(out: &mut String, indent: usize) {
-    out.push('\n');
+fn newline(p: &mut Printer, indent: usize) {
+    p.out.push('\n');
     for _ in 0..indent {
-        out.push_str("  ");
+        p.out.push_str("  ");
     }
 }
 
-fn join_exprs(out: &mut String, exprs: &[Expr], sep: &str, indent: usize) {
+fn join_exprs(p: &mut Printer, exprs: &[Expr], sep: &str, indent: usize) {
     for (i, e) in exprs.iter().enumerate() {
         if i > 0 {
-            out.push_str(sep);
+            p.out.push_str(sep);
         }
-        e.render(out, indent);
+        e.render(p, indent);
     }
 }
 
 impl Select {
-    fn render(&self, out: &mut String, indent: usize) {
-        out.push_str(if self.distinct { "SELECT DISTINCT " } else { "SELECT " });
+    fn render(&self, p: &mut Printer, indent: usize) {
+        p.out.push_str(if self.distinct { "SELECT DISTINCT " } else { "SELECT " });
         if self.items.is_empty() {
-            out.push('1');
+            p.out.push('1');
         }
         for (i, (e, name)) in self.items.iter().enumerate() {
             if i > 0 {
-                out.push_str(", ");
+                p.out.push_str(", ");
             }
-            e.render(out, indent);
+            e.render(p, indent);
             if let Some(n) = name {
-                let _ = write!(out, " AS {}", quote_ident(n));
+                let n = p.ident(n);
+                let _ = write!(p.out, " AS {n}");
             }
         }
         for (i, f) in self.from.iter().enumerate() {
-            newline(out, indent);
+            newline(p, indent);
             if i == 0 {
-                out.push_str("FROM ");
+                p.out.push_str("FROM ");
             } else {
                 match (&f.kind, f.on.is_empty()) {
-                    (JoinKind::Inner, true) => out.push_str("CROSS JOIN "),
-                    (JoinKind::Inner, false) => out.push_str("JOIN "),
-                    (JoinKind::Left, _) => out.push_str("LEFT JOIN "),
+                    (JoinKind::Inner, true) => p.out.push_str("CROSS JOIN "),
+                    (JoinKind::Inner, false) => p.out.push_str("JOIN "),
+                    (JoinKind::Left, _) => p.out.push_str("LEFT JOIN "),
                 }
                 if f.lateral {
-                    out.push_str("LATERAL ");
+                    p.out.push_str("LATERAL ");
                 }
             }
-            f.render_source(out, indent);
+            f.render_source(p, indent);
             if i > 0 && (!f.on.is_empty() || f.kind == JoinKind::Left) {
-                out.push_str(" ON ");
-                Expr::all(f.on.clone()).render(out, indent);
+                p.out.push_str(" ON ");
+                Expr::all(f.on.clone()).render(p, indent);
             }
         }
         let clauses: [(&str, &[Expr], &str); 3] = [
@@ -416,29 +631,33 @@ impl Select {
         ];
         for (kw, exprs, sep) in clauses {
             if !exprs.is_empty() {
-                newline(out, indent);
-                out.push_str(kw);
-                join_exprs(out, exprs, sep, indent);
+                newline(p, indent);
+                p.out.push_str(kw);
+                join_exprs(p, exprs, sep, indent);
             }
         }
         if !self.order_by.is_empty() {
-            newline(out, indent);
-            out.push_str("ORDER BY ");
+            newline(p, indent);
+            p.out.push_str("ORDER BY ");
             for (i, (e, desc)) in self.order_by.iter().enumerate() {
                 if i > 0 {
-                    out.push_str(", ");
+                    p.out.push_str(", ");
                 }
-                e.render(out, indent);
-                out.push_str(if *desc { " DESC" } else { " ASC" });
+                e.render(p, indent);
+                p.out.push_str(if *desc { " DESC" } else { " ASC" });
+                if p.spark() {
+                    // DuckDB puts NULLs last either way; Spark's default puts them first when ascending
+                    p.out.push_str(" NULLS LAST");
+                }
             }
         }
         if let Some(l) = self.limit {
-            newline(out, indent);
-            let _ = write!(out, "LIMIT {l}");
+            newline(p, indent);
+            let _ = write!(p.out, "LIMIT {l}");
         }
         if let Some(o) = self.offset {
-            newline(out, indent);
-            let _ = write!(out, "OFFSET {o}");
+            newline(p, indent);
+            let _ = write!(p.out, "OFFSET {o}");
         }
     }
 }
@@ -449,168 +668,292 @@ impl FromItem {
         FromItem { source, alias: alias.clone(), kind: JoinKind::Inner, lateral: false, on: vec![] }
     }
 
-    fn render_source(&self, out: &mut String, indent: usize) {
+    fn render_source(&self, p: &mut Printer, indent: usize) {
         match &self.source {
             TableSource::Table(t) => {
-                let _ = write!(out, "{t} AS {}", self.alias.as_str());
+                if p.spark() {
+                    p.refuse(format!("the table reference {t}"));
+                }
+                let _ = write!(p.out, "{t} AS {}", self.alias.as_str());
+            }
+            TableSource::Stored { store, table } => {
+                let t = match p.dialect {
+                    Dialect::DuckDb => store.table(table),
+                    Dialect::Spark => spark_ident(table),
+                };
+                let _ = write!(p.out, "{t} AS {}", self.alias.as_str());
+            }
+            TableSource::Recurring(name) => {
+                let _ = match p.dialect {
+                    Dialect::DuckDb => write!(p.out, "recurring.{} AS {}", name.as_str(), self.alias.as_str()),
+                    Dialect::Spark => {
+                        write!(p.out, "{} AS {}", Stage::total_view(name.as_str()), self.alias.as_str())
+                    }
+                };
             }
             TableSource::Cte(name) => {
-                let _ = write!(out, "{} AS {}", name.as_str(), self.alias.as_str());
+                let _ = write!(p.out, "{} AS {}", name.as_str(), self.alias.as_str());
             }
             TableSource::Subquery(q) => {
-                out.push('(');
-                newline(out, indent + 1);
-                q.render(out, indent + 1);
-                newline(out, indent);
-                let _ = write!(out, ") AS {}", self.alias.as_str());
+                p.out.push('(');
+                newline(p, indent + 1);
+                q.render(p, indent + 1);
+                newline(p, indent);
+                let _ = write!(p.out, ") AS {}", self.alias.as_str());
             }
             TableSource::Raw(sql) => {
-                out.push('(');
-                newline(out, indent + 1);
-                out.push_str(sql);
-                newline(out, indent);
-                let _ = write!(out, ") AS {}", self.alias.as_str());
+                if p.spark() {
+                    p.refuse("fulltext search (its SQL is DuckDB's)");
+                }
+                p.out.push('(');
+                newline(p, indent + 1);
+                p.out.push_str(sql);
+                newline(p, indent);
+                let _ = write!(p.out, ") AS {}", self.alias.as_str());
             }
             TableSource::Values { rows, columns } => {
-                out.push_str("(VALUES ");
+                p.out.push_str("(VALUES ");
                 for (i, row) in rows.iter().enumerate() {
                     if i > 0 {
-                        out.push_str(", ");
+                        p.out.push_str(", ");
                     }
-                    out.push('(');
-                    join_exprs(out, row, ", ", indent);
-                    out.push(')');
+                    p.out.push('(');
+                    join_exprs(p, row, ", ", indent);
+                    p.out.push(')');
                 }
                 let cols: Vec<&str> = columns.iter().map(Name::as_str).collect();
-                let _ = write!(out, ") AS {}({})", self.alias.as_str(), cols.join(", "));
+                let _ = write!(p.out, ") AS {}({})", self.alias.as_str(), cols.join(", "));
             }
         }
     }
 }
 
 impl Lit {
-    fn render(&self, out: &mut String) {
+    fn render(&self, p: &mut Printer) {
         match self {
-            Lit::Null => out.push_str("NULL"),
-            Lit::Bool(b) => out.push_str(if *b { "TRUE" } else { "FALSE" }),
+            Lit::Null => p.out.push_str("NULL"),
+            Lit::Bool(b) => p.out.push_str(if *b { "TRUE" } else { "FALSE" }),
             Lit::Int(i) => {
-                let _ = write!(out, "{i}");
+                let _ = write!(p.out, "{i}");
             }
             Lit::Double(d) if d.is_finite() => {
-                let _ = write!(out, "CAST({d:?} AS DOUBLE)");
+                let _ = write!(p.out, "CAST({d:?} AS DOUBLE)");
             }
             Lit::Double(d) => {
-                let _ = write!(out, "CAST({} AS DOUBLE)", quote_str(&d.to_string()));
+                let _ = write!(p.out, "CAST({} AS DOUBLE)", quote_str(&d.to_string()));
             }
-            Lit::Str(s) => out.push_str(&string_value(s)),
+            Lit::Str(s) if p.spark() => p.out.push_str(&spark_str(s)),
+            Lit::Str(s) => p.out.push_str(&string_value(s)),
+            Lit::Typed(s, ty) if p.spark() => {
+                let t = p.cast_type(ty);
+                let _ = write!(p.out, "CAST({} AS {t})", spark_str(s));
+            }
             Lit::Typed(s, ty) => {
-                let _ = write!(out, "CAST({} AS {ty})", string_value(s));
+                let _ = write!(p.out, "CAST({} AS {ty})", string_value(s));
             }
         }
     }
 }
 
 impl Expr {
-    fn render(&self, out: &mut String, indent: usize) {
+    fn render(&self, p: &mut Printer, indent: usize) {
         match self {
             Expr::Col(a, c) => {
-                let _ = write!(out, "{}.{}", a.as_str(), c.as_str());
+                let _ = write!(p.out, "{}.{}", a.as_str(), c.as_str());
             }
-            Expr::Lit(l) => l.render(out),
+            Expr::Lit(l) => l.render(p),
             Expr::Bin(op, a, b) => {
-                out.push('(');
-                a.render(out, indent);
-                let _ = write!(out, " {} ", op.text());
-                b.render(out, indent);
-                out.push(')');
+                p.out.push('(');
+                a.render(p, indent);
+                let op = if p.spark() && *op == BinOp::Same { "<=>" } else { op.text() };
+                let _ = write!(p.out, " {op} ");
+                b.render(p, indent);
+                p.out.push(')');
             }
             Expr::And(v) | Expr::Or(v) => {
-                out.push('(');
-                join_exprs(out, v, if matches!(self, Expr::And(_)) { " AND " } else { " OR " }, indent);
-                out.push(')');
+                p.out.push('(');
+                join_exprs(p, v, if matches!(self, Expr::And(_)) { " AND " } else { " OR " }, indent);
+                p.out.push(')');
             }
             Expr::Not(e) => {
-                out.push_str("NOT ");
-                e.render(out, indent);
+                p.out.push_str("NOT ");
+                e.render(p, indent);
             }
             Expr::IsNull(e) | Expr::IsNotNull(e) => {
-                out.push('(');
-                e.render(out, indent);
-                out.push_str(if matches!(self, Expr::IsNull(_)) { " IS NULL)" } else { " IS NOT NULL)" });
+                p.out.push('(');
+                e.render(p, indent);
+                p.out.push_str(if matches!(self, Expr::IsNull(_)) { " IS NULL)" } else { " IS NOT NULL)" });
             }
+            Expr::Func(name, args) if p.spark() => spark_func(p, name, args, indent),
             Expr::Func(name, args) => {
-                let _ = write!(out, "{name}(");
-                join_exprs(out, args, ", ", indent);
-                out.push(')');
+                let _ = write!(p.out, "{name}(");
+                join_exprs(p, args, ", ", indent);
+                p.out.push(')');
             }
             Expr::Agg { func, distinct, args } => {
-                let _ = write!(out, "{func}(");
-                if *distinct {
-                    out.push_str("DISTINCT ");
+                let func = if p.spark() { spark_agg(p, func, *distinct, args.len()) } else { func };
+                let distinct = *distinct && func != "collect_set";
+                let _ = write!(p.out, "{func}(");
+                if distinct {
+                    p.out.push_str("DISTINCT ");
                 }
                 if args.is_empty() {
-                    out.push('*');
+                    p.out.push('*');
                 }
-                join_exprs(out, args, ", ", indent);
-                out.push(')');
+                join_exprs(p, args, ", ", indent);
+                p.out.push(')');
             }
             Expr::Cast(e, ty) => {
-                out.push_str("CAST(");
-                e.render(out, indent);
-                let _ = write!(out, " AS {ty})");
+                let ty = p.cast_type(ty);
+                p.out.push_str("CAST(");
+                e.render(p, indent);
+                let _ = write!(p.out, " AS {ty})");
             }
             Expr::Case { whens, otherwise } => {
-                out.push_str("CASE");
+                p.out.push_str("CASE");
                 for (w, t) in whens {
-                    out.push_str(" WHEN ");
-                    w.render(out, indent);
-                    out.push_str(" THEN ");
-                    t.render(out, indent);
+                    p.out.push_str(" WHEN ");
+                    w.render(p, indent);
+                    p.out.push_str(" THEN ");
+                    t.render(p, indent);
                 }
                 if let Some(o) = otherwise {
-                    out.push_str(" ELSE ");
-                    o.render(out, indent);
+                    p.out.push_str(" ELSE ");
+                    o.render(p, indent);
                 }
-                out.push_str(" END");
+                p.out.push_str(" END");
             }
             Expr::InList(e, list) => {
-                e.render(out, indent);
-                out.push_str(" IN (");
-                join_exprs(out, list, ", ", indent);
-                out.push(')');
+                e.render(p, indent);
+                p.out.push_str(" IN (");
+                join_exprs(p, list, ", ", indent);
+                p.out.push(')');
             }
             Expr::Exists(q) | Expr::Subquery(q) => {
-                out.push_str(if matches!(self, Expr::Exists(_)) { "EXISTS (" } else { "(" });
-                newline(out, indent + 1);
-                q.render(out, indent + 1);
-                newline(out, indent);
-                out.push(')');
+                p.out.push_str(if matches!(self, Expr::Exists(_)) { "EXISTS (" } else { "(" });
+                newline(p, indent + 1);
+                q.render(p, indent + 1);
+                newline(p, indent);
+                p.out.push(')');
             }
-            Expr::Struct(fields) => {
-                out.push('{');
+            Expr::Struct(fields) if p.spark() => {
+                p.out.push_str("named_struct(");
                 for (i, (n, e)) in fields.iter().enumerate() {
                     if i > 0 {
-                        out.push_str(", ");
+                        p.out.push_str(", ");
                     }
-                    let _ = write!(out, "{}: ", quote_str(n.as_str()));
-                    e.render(out, indent);
+                    let _ = write!(p.out, "{}, ", spark_str(n.as_str()));
+                    e.render(p, indent);
                 }
-                out.push('}');
+                p.out.push(')');
+            }
+            Expr::Struct(fields) => {
+                p.out.push('{');
+                for (i, (n, e)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        p.out.push_str(", ");
+                    }
+                    let _ = write!(p.out, "{}: ", quote_str(n.as_str()));
+                    e.render(p, indent);
+                }
+                p.out.push('}');
             }
             Expr::Field(e, n) => {
-                out.push('(');
-                e.render(out, indent);
-                let _ = write!(out, ").{}", n.as_str());
+                p.out.push('(');
+                e.render(p, indent);
+                let _ = write!(p.out, ").{}", n.as_str());
+            }
+            Expr::Slice(l, a, b) if p.spark() => {
+                // Spark's slice takes a start (1-based) and a length
+                p.out.push_str("slice(");
+                l.render(p, indent);
+                p.out.push_str(", ");
+                a.render(p, indent);
+                p.out.push_str(", (");
+                b.render(p, indent);
+                p.out.push_str(") - (");
+                a.render(p, indent);
+                p.out.push_str(") + 1)");
             }
             Expr::Slice(l, a, b) => {
-                out.push('(');
-                l.render(out, indent);
-                out.push_str(")[");
-                a.render(out, indent);
-                out.push(':');
-                b.render(out, indent);
-                out.push(']');
+                p.out.push('(');
+                l.render(p, indent);
+                p.out.push_str(")[");
+                a.render(p, indent);
+                p.out.push(':');
+                b.render(p, indent);
+                p.out.push(']');
             }
+        }
+    }
+}
+
+impl Printer {
+    /// A cast's target type in this dialect.
+    fn cast_type(&mut self, ty: &str) -> String {
+        if !self.spark() {
+            return ty.to_string();
+        }
+        spark_type(ty).unwrap_or_else(|| {
+            self.refuse(format!("the type {ty}"));
+            ty.to_string()
+        })
+    }
+}
+
+/// A DuckDB function call of the planner in Spark's words (Spark 4: `startswith`, `instr`, `element_at`, ...),
+/// or refused when Spark has no equivalent.
+fn spark_func(p: &mut Printer, name: &str, args: &[Expr], indent: usize) {
+    let call = |p: &mut Printer, f: &str, args: &[Expr], extra: &str| {
+        let _ = write!(p.out, "{f}(");
+        join_exprs(p, args, ", ", indent);
+        p.out.push_str(extra);
+        p.out.push(')');
+    };
+    match name {
+        "coalesce" | "concat" | "contains" | "length" | "substr" | "substring" => call(p, name, args, ""),
+        "starts_with" => call(p, "startswith", args, ""),
+        "suffix" => call(p, "endswith", args, ""),
+        "strpos" => call(p, "instr", args, ""),
+        "len" => call(p, "size", args, ""),
+        "list_extract" => call(p, "element_at", args, ""),
+        "list_value" => call(p, "array", args, ""),
+        "epoch_us" => call(p, "unix_micros", args, ""),
+        "encode" => call(p, "encode", args, ", 'UTF-8'"),
+        "regexp_matches" => call(p, "regexp_like", args, ""),
+        "regexp_extract" => call(p, "regexp_extract", args, ", 0"),
+        "regexp_full_match" if args.len() == 2 => {
+            p.out.push_str("regexp_like(");
+            args[0].render(p, indent);
+            p.out.push_str(", concat('^(?:', ");
+            args[1].render(p, indent);
+            p.out.push_str(", ')$'))");
+        }
+        // `try(CAST(x AS t))`: a cast that gives NULL instead of failing
+        "try" => match args {
+            [Expr::Cast(e, ty)] => {
+                let ty = p.cast_type(ty);
+                p.out.push_str("try_cast(");
+                e.render(p, indent);
+                let _ = write!(p.out, " AS {ty})");
+            }
+            _ => p.refuse("the function try"),
+        },
+        _ => p.refuse(format!("the function {name}")),
+    }
+}
+
+/// An aggregate function of the planner in Spark's words, or refused when Spark has no equivalent.
+fn spark_agg(p: &mut Printer, func: &'static str, distinct: bool, args: usize) -> &'static str {
+    match (func, args) {
+        ("count" | "sum" | "avg" | "median" | "var_pop" | "stddev_pop", _) | ("min" | "max", 1) => func,
+        ("arg_min", 2) => "min_by",
+        ("arg_max", 2) => "max_by",
+        ("list", 1) if distinct => "collect_set",
+        ("list", 1) => "collect_list",
+        _ => {
+            p.refuse(format!("the aggregate {func} with {args} arguments (min/max of n values)"));
+            func
         }
     }
 }

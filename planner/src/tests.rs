@@ -207,8 +207,12 @@ fn history_five_place() {
 
 #[test]
 fn history_with_as_of_and_since() {
-    let opts =
-        QueryOptions { history: true, as_of: Some(TimeBound::Tx(20)), since: Some(TimeBound::Tx(10)), empty: false };
+    let opts = QueryOptions {
+        history: true,
+        as_of: Some(TimeBound::Tx(20)),
+        since: Some(TimeBound::Tx(10)),
+        ..Default::default()
+    };
     insta::assert_snapshot!(opts_snap("[:find ?i ?s :where [?i :issue/state ?s _ false]]", opts));
 }
 

@@ -7,6 +7,11 @@
 //!   bootstrap ones included, so the schema (`cur_1` .. `cur_8`) and the transactions (`cur_9`, `:db/txInstant`)
 //!   travel as datoms like any other.
 //!
+//! * `manifest.json`, written last and atomically (a temporary file renamed over it): the format version
+//!   ([`FORMAT_VERSION`]), the basis tx (the last transaction the files hold) and every file with its table,
+//!   attribute and row count. `docs/parquet-format.md` documents the layout as a format for other readers
+//!   (Apache Spark through the `mentat_spark` Python package).
+//!
 //! [`attach`] opens such a directory as a read-only store whose datom tables are views over the files (`meta` gains
 //! the row `('read_only', <dir>)`), so queries read the Parquet files directly.
 //!
@@ -18,6 +23,33 @@ use crate::error::{Result, StorageError};
 use crate::store::{self, Store};
 use duckdb::Connection;
 use planner::layout::{self, quote_str, StoreName};
+use std::collections::BTreeMap;
+
+/// The version of the export layout that `manifest.json` states (`docs/parquet-format.md`).
+pub const FORMAT_VERSION: i64 = 1;
+
+/// The manifest's file name in an export directory.
+pub const MANIFEST: &str = "manifest.json";
+
+/// One table of an export, as the manifest lists it.
+#[derive(Clone, Debug)]
+struct Written {
+    table: String,
+    /// The file, relative to the export directory.
+    path: String,
+    rows: i64,
+    /// Whether this export wrote it (else an earlier snapshot did, and this one names it again).
+    new: bool,
+}
+
+/// The snapshot an export directory holds: its manifest's basis tx and files.
+struct Snapshot {
+    basis_tx: i64,
+    /// The basis tx's `:db/txInstant` in microseconds since the epoch: with the basis tx, it tells whether a store
+    /// is the one the snapshot was exported from (or one grown from it).
+    basis_instant_us: Option<i64>,
+    files: Vec<Written>,
+}
 
 /// What [`export`] and [`import_store`] report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,14 +66,29 @@ fn file(dir: &str, table: &str) -> String {
     quote_str(&format!("{}/{table}.parquet", dir.trim_end_matches('/')))
 }
 
-/// Writes every table of `store` into `dir` (created if missing) as `<table>.parquet`, from one snapshot (one
-/// read transaction under the store's writer lock, so no transaction lands half-way). Existing files of the same
-/// names are overwritten. The files are written into a staging directory inside `dir` and renamed into place
-/// only once all of them are written and the caller has not interrupted the call, so that an export that fails
-/// (or is interrupted) leaves `dir` as it was. Errors: [`StorageError::DuckDb`] when a file cannot be written,
-/// [`StorageError::Interrupted`].
+/// A file of an export directory, as an SQL literal.
+fn path_in(dir: &str, path: &str) -> String {
+    quote_str(&format!("{}/{path}", dir.trim_end_matches('/')))
+}
+
+/// Writes `store` into `dir` (created if missing) from one snapshot (one read transaction under the store's writer
+/// lock, so no transaction lands half-way), then its manifest.
+///
+/// Into a directory without a manifest, every table is written as `<table>.parquet` (existing files of the same
+/// names are overwritten). Into a directory whose manifest names an earlier snapshot, the export is incremental:
+/// only the tables of attributes that changed since that snapshot's basis tx (a datom asserted or retracted after
+/// it) are written, as `<table>.<basis_tx>.parquet`, and `meta` and `partitions` again; the new manifest names
+/// those and the earlier files of the unchanged attributes. Files are never overwritten then, and each snapshot's
+/// manifest is kept as `manifest.<basis_tx>.json`, so a reader of an earlier snapshot keeps reading it (nothing
+/// prunes old snapshots yet). An unchanged store (same basis tx) writes nothing.
+///
+/// The files are written into a staging directory inside `dir` and renamed into place only once all of them are
+/// written and the caller has not interrupted the call, the manifest last, so that an export that fails (or is
+/// interrupted) leaves `dir` as it was. Errors: [`StorageError::DuckDb`] when a file cannot be written,
+/// [`StorageError::Interrupted`], [`StorageError::Store`] for a manifest of another format version.
 pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetReport> {
     std::fs::create_dir_all(dir).map_err(|e| StorageError::Store(format!("cannot create {dir}: {e}")))?;
+    let previous = read_snapshot(dir)?;
     let staging = format!(
         "{}/.mentat-export-{}-{}",
         dir.trim_end_matches('/'),
@@ -49,22 +96,130 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     );
     std::fs::create_dir_all(&staging).map_err(|e| StorageError::Store(format!("cannot create {staging}: {e}")))?;
-    let written = export_into(conn, store, &staging).and_then(|(report, tables)| {
+    let written = export_into(conn, store, &staging, previous.as_ref()).and_then(|out| {
         if crate::interrupt::requested() {
             return Err(StorageError::Interrupted);
         }
-        for t in &tables {
-            let (from, to) = (format!("{staging}/{t}.parquet"), format!("{}/{t}.parquet", dir.trim_end_matches('/')));
+        let Exported { report, tables, basis_tx, basis_instant_us, unchanged, tag } = out;
+        if unchanged {
+            return Ok(report);
+        }
+        let manifest = manifest_json(store, &tables, basis_tx, basis_instant_us);
+        let tmp = format!("{staging}/{MANIFEST}");
+        std::fs::write(&tmp, &manifest).map_err(|e| StorageError::Store(format!("cannot write {tmp}: {e}")))?;
+        // every byte is written inside the staging directory; what follows are renames
+        let kept = format!("manifest.{tag}.json");
+        let staged = format!("{staging}/{kept}");
+        std::fs::write(&staged, &manifest).map_err(|e| StorageError::Store(format!("cannot write {staged}: {e}")))?;
+        let base = dir.trim_end_matches('/');
+        for path in tables.iter().filter(|w| w.new).map(|w| &w.path).chain([&kept]) {
+            let (from, to) = (format!("{staging}/{path}"), format!("{base}/{path}"));
             std::fs::rename(&from, &to).map_err(|e| StorageError::Store(format!("cannot move {from} to {to}: {e}")))?;
         }
+        // last: a reader that finds the new manifest finds every file it names
+        let to = format!("{base}/{MANIFEST}");
+        std::fs::rename(&tmp, &to).map_err(|e| StorageError::Store(format!("cannot move {tmp} to {to}: {e}")))?;
         Ok(report)
     });
     let _ = std::fs::remove_dir_all(&staging);
     written
 }
 
-/// Writes every table of `store` into `dir` as [`export`] does, and names the tables written.
-fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetReport, Vec<String>)> {
+/// The snapshot that the manifest of `dir` names, or None without a manifest on the local file system.
+fn read_snapshot(dir: &str) -> Result<Option<Snapshot>> {
+    let path = std::path::Path::new(dir).join(MANIFEST);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StorageError::Store(format!("cannot read {}: {e}", path.display()))),
+    };
+    let bad = |why: &str| StorageError::Store(format!("{}: {why}", path.display()));
+    let m: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
+    if m["format_version"].as_i64() != Some(FORMAT_VERSION) {
+        return Err(bad(&format!("format version {} is not {FORMAT_VERSION}", m["format_version"])));
+    }
+    let files = m["files"]
+        .as_array()
+        .ok_or_else(|| bad("no files"))?
+        .iter()
+        .map(|f| match (f["table"].as_str(), f["path"].as_str(), f["rows"].as_i64()) {
+            (Some(t), Some(p), Some(rows)) => {
+                Ok(Written { table: t.to_string(), path: p.to_string(), rows, new: false })
+            }
+            _ => Err(bad("a file without its table, path or rows")),
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(Snapshot {
+        basis_tx: m["basis_tx"].as_i64().ok_or_else(|| bad("no basis_tx"))?,
+        basis_instant_us: m["basis_instant_us"].as_i64(),
+        files,
+    }))
+}
+
+/// The manifest of an export of `store` holding `tables`, as of `basis_tx` (format in `docs/parquet-format.md`).
+fn manifest_json(store: &Store, tables: &[Written], basis_tx: i64, basis_instant_us: i64) -> String {
+    let schema = store.schema();
+    let files: Vec<serde_json::Value> = tables
+        .iter()
+        .map(|w| {
+            let t = w.table.as_str();
+            let (kind, aid) = table_kind(t);
+            let attr = aid.and_then(|a| schema.attribute(a));
+            serde_json::json!({
+                "table": t,
+                "path": w.path,
+                "kind": kind,
+                "attribute": aid,
+                "ident": attr.map(|a| a.ident.clone()),
+                "value_type": attr.map(|a| a.value_type.ident()),
+                "column_type": attr.map(|a| a.sql_type()),
+                "cardinality": attr.map(|a| if a.many { "many" } else { "one" }),
+                "rows": w.rows,
+            })
+        })
+        .collect();
+    let manifest = serde_json::json!({
+        "format": "mentat-parquet",
+        "format_version": FORMAT_VERSION,
+        "store": store.name.to_string(),
+        "basis_tx": basis_tx,
+        "basis_instant_us": basis_instant_us,
+        "files": files,
+    });
+    serde_json::to_string_pretty(&manifest).unwrap_or_default()
+}
+
+/// What a table of a store holds (`current`, `history`, `fulltext`, `meta`, `partitions`) and its attribute.
+fn table_kind(t: &str) -> (&str, Option<i64>) {
+    let aid = |rest: &str| rest.parse::<i64>().ok();
+    if let Some(a) = t.strip_prefix("cur_") {
+        ("current", aid(a))
+    } else if let Some(a) = t.strip_prefix("hist_") {
+        ("history", aid(a))
+    } else if let Some(a) = t.strip_prefix("ftd_").or_else(|| t.strip_prefix("ft_")) {
+        ("fulltext", aid(a))
+    } else {
+        (t, None)
+    }
+}
+
+/// What [`export_into`] did: its report, the snapshot's tables (written or kept), its basis, and whether the
+/// store is the previous snapshot's, unchanged (then nothing was written).
+struct Exported {
+    report: ParquetReport,
+    tables: Vec<Written>,
+    basis_tx: i64,
+    basis_instant_us: i64,
+    unchanged: bool,
+    /// What names this snapshot's new files and kept manifest: its basis tx, and for a directory that held another
+    /// store's export, the basis instant too (two stores may have the same tx entids).
+    tag: String,
+}
+
+/// Writes the tables of `store` into `dir` as [`export`] does: when `previous` is a snapshot of this store (its
+/// basis tx has the same instant here), only the tables changed since it; with a `previous` of another store,
+/// every table, under new names.
+fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Snapshot>) -> Result<Exported> {
     let _writer = store.lock_writer();
     let name = &store.name;
     let mut st = conn.prepare(
@@ -74,10 +229,93 @@ fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetRe
     let catalog = name.catalog.clone().unwrap_or_default();
     let tables: Vec<String> =
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    let run = || -> Result<ParquetReport> {
+    let run = || -> Result<Exported> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
+        let mut written = Vec::new();
         let schema = store.schema();
+        let basis_tx: i64 = conn.query_row(
+            &format!("SELECT coalesce(max(e), 0)::BIGINT FROM {}", name.current(layout::DB_TX_INSTANT)),
+            [],
+            |r| r.get(0),
+        )?;
+        let instant_us = |tx: i64| -> Result<i64> {
+            Ok(conn.query_row(
+                &format!(
+                    "SELECT coalesce((SELECT epoch_us(v) FROM {} WHERE e = ?), -1)::BIGINT",
+                    name.current(layout::DB_TX_INSTANT)
+                ),
+                [tx],
+                |r| r.get(0),
+            )?)
+        };
+        let basis_instant_us = instant_us(basis_tx)?;
+        // an earlier snapshot of this store (not of another one exported into the same directory) is reused
+        let mut reuse = None;
+        if let Some(prev) = previous {
+            if prev.basis_instant_us.is_some() && prev.basis_instant_us == Some(instant_us(prev.basis_tx)?) {
+                reuse = Some(prev);
+            }
+        }
+        let tag = match (previous, reuse) {
+            (Some(_), None) => format!("{basis_tx}-{basis_instant_us}"),
+            _ => basis_tx.to_string(),
+        };
+        // the attributes with a datom asserted or retracted after the previous snapshot
+        let mut changed = std::collections::HashSet::new();
+        if let Some(prev) = reuse {
+            if prev.basis_tx == basis_tx {
+                let (current, history) = prev.files.iter().fold((0, 0), |(c, h), w| match table_kind(&w.table).0 {
+                    "current" => (c + w.rows, h),
+                    "history" => (c, h + w.rows),
+                    _ => (c, h),
+                });
+                return Ok(Exported {
+                    report: ParquetReport { files: 0, current, history },
+                    tables: prev.files.clone(),
+                    basis_tx,
+                    basis_instant_us,
+                    unchanged: true,
+                    tag: String::new(),
+                });
+            }
+            for t in &tables {
+                if let ("current", Some(aid)) = table_kind(t) {
+                    let hist = layout::history_table_name(aid);
+                    let newer: bool = conn.query_row(
+                        &format!(
+                            "SELECT coalesce((SELECT max(tx) FROM {}), 0) > ?1 \
+                             OR coalesce((SELECT max(retracted_tx) FROM {}), 0) > ?1",
+                            name.table(t),
+                            name.table(&hist)
+                        ),
+                        [prev.basis_tx],
+                        |r| r.get(0),
+                    )?;
+                    if newer {
+                        changed.insert(aid);
+                    }
+                }
+            }
+        }
         for t in &tables {
+            if let (Some(prev), (_, Some(aid))) = (reuse, table_kind(t)) {
+                if !changed.contains(&aid) {
+                    if let Some(w) = prev.files.iter().find(|w| &w.table == t) {
+                        let (kind, _) = table_kind(t);
+                        if kind == "current" {
+                            report.current += w.rows;
+                        } else if kind == "history" {
+                            report.history += w.rows;
+                        }
+                        written.push(Written { new: false, ..w.clone() });
+                        continue;
+                    }
+                }
+            }
+            let path = match previous {
+                None => format!("{t}.parquet"),
+                Some(_) => format!("{t}.{tag}.parquet"),
+            };
             // Parquet has no 128-bit integer (DuckDB would write a HUGEINT as a DOUBLE, losing digits): bigint
             // values, alone or inside a tuple, are written as DECIMAL(38,0), which holds each of them exactly
             // and which `import_store` casts back.
@@ -89,17 +327,18 @@ fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetRe
             } else {
                 name.table(t)
             };
-            let n = conn.execute(&format!("COPY {source} TO {} (FORMAT parquet)", file(dir, t)), [])? as i64;
+            let n = conn.execute(&format!("COPY {source} TO {} (FORMAT parquet)", path_in(dir, &path)), [])? as i64;
             report.files += 1;
+            written.push(Written { table: t.clone(), path, rows: n, new: true });
             if t.starts_with("cur_") {
                 report.current += n;
             } else if t.starts_with("hist_") {
                 report.history += n;
             }
         }
-        Ok(report)
+        Ok(Exported { report, tables: written, basis_tx, basis_instant_us, unchanged: false, tag })
     };
-    Ok((crate::in_transaction(conn, run)?, tables))
+    crate::in_transaction(conn, run)
 }
 
 /// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction.
@@ -108,6 +347,7 @@ fn export_into(conn: &Connection, store: &Store, dir: &str) -> Result<(ParquetRe
 /// [`StorageError::DuckDb`] for unreadable files.
 pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
     let files = export_files(conn, dir, name)?;
+    let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |p| path_in(dir, p));
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         conn.execute_batch(&format!(
@@ -119,8 +359,8 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
             s = name.sql(),
             meta = name.table("meta"),
             parts = name.table("partitions"),
-            mf = file(dir, "meta"),
-            pf = file(dir, "partitions"),
+            mf = fp("meta"),
+            pf = fp("partitions"),
         ))?;
         report.files += 2;
         let mut done = std::collections::HashSet::new();
@@ -133,12 +373,12 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
                     conn.execute_batch(&sql)?;
                 }
                 for (table, cols) in crate::fulltext::tables(&a) {
-                    if files.contains(&table) {
+                    if files.contains_key(&table) {
                         conn.execute(
                             &format!(
                                 "INSERT INTO {} SELECT {cols} FROM read_parquet({})",
                                 name.table(&table),
-                                file(dir, &table)
+                                fp(&table)
                             ),
                             [],
                         )?;
@@ -149,12 +389,12 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
                     (layout::current_table_name(a.entid), "e, v, tx", false),
                     (layout::history_table_name(a.entid), "e, v, tx, retracted_tx", true),
                 ] {
-                    if files.contains(&table) {
+                    if files.contains_key(&table) {
                         let n = conn.execute(
                             &format!(
                                 "INSERT INTO {} SELECT {cols} FROM read_parquet({})",
                                 name.table(&table),
-                                file(dir, &table)
+                                fp(&table)
                             ),
                             [],
                         )? as i64;
@@ -183,7 +423,7 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<Pa
                 })
                 .chain(["meta".to_string(), "partitions".to_string()])
                 .collect();
-            let stray: Vec<&String> = files.iter().filter(|f| !known.contains(f)).collect();
+            let stray: Vec<&String> = files.keys().filter(|f| !known.contains(f)).collect();
             return Err(StorageError::Store(format!(
                 "{dir} holds files of no attribute of the exported schema: {stray:?}"
             )));
@@ -201,26 +441,29 @@ pub const READ_ONLY_KEY: &str = "read_only";
 /// pull) read the files directly. Writers must refuse it: [`read_only`] says so. Errors as [`import_store`].
 pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
     let files = export_files(conn, dir, name)?;
+    let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |p| path_in(dir, p));
     let run = || -> Result<ParquetReport> {
         conn.execute_batch(&format!("CREATE SCHEMA {}", name.sql()))?;
-        for f in &files {
+        for f in files.keys() {
             // `meta` and `partitions` (a few rows) are copied into tables, which also makes the schema a store
             // for `Registry::open`; the datom tables are views over the files.
             let sql = match f.as_str() {
                 "meta" => format!(
                     "CREATE TABLE {} AS SELECT key, value FROM read_parquet({}) UNION ALL SELECT '{READ_ONLY_KEY}', {}",
                     name.table(f),
-                    file(dir, f),
+                    fp(f),
                     quote_str(dir)
                 ),
                 "partitions" => {
-                    format!("CREATE TABLE {} AS SELECT * FROM read_parquet({})", name.table(f), file(dir, f))
+                    format!("CREATE TABLE {} AS SELECT * FROM read_parquet({})", name.table(f), fp(f))
                 }
-                _ => format!("CREATE VIEW {} AS SELECT * FROM read_parquet({})", name.table(f), file(dir, f)),
+                _ => format!("CREATE VIEW {} AS SELECT * FROM read_parquet({})", name.table(f), fp(f)),
             };
             conn.execute_batch(&sql)?;
         }
-        let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+        // the files of the snapshot (the manifest's, when there is one), not whatever else the directory holds
+        let list: Vec<String> = files.keys().map(|f| fp(f)).collect();
+        let glob = format!("[{}]", list.join(", "));
         let (current, history): (i64, i64) = conn.query_row(
             &format!(
                 "SELECT coalesce(sum(num_rows) FILTER (WHERE starts_with(parse_filename(file_name), 'cur_')), 0)::BIGINT, \
@@ -245,9 +488,9 @@ pub fn read_only(conn: &Connection, name: &StoreName) -> Result<Option<String>> 
     })
 }
 
-/// The table names (file stems) of the export in `dir`, checked to hold a store, for a store `name` that must
-/// not exist yet.
-fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<Vec<String>> {
+/// The tables of the export in `dir` and their files (relative paths): those its manifest names, else its Parquet
+/// files, checked to hold a store, for a store `name` that must not exist yet.
+fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<BTreeMap<String, String>> {
     let catalog = name.catalog.clone().unwrap_or_default();
     let exists: i64 = conn.query_row(
         "SELECT count(*) FROM duckdb_schemas() WHERE schema_name = ? \
@@ -258,10 +501,16 @@ fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<Vec<St
     if exists > 0 {
         return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
     }
-    let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
-    let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
-    let files: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    if !files.iter().any(|f| f == "partitions") {
+    let files: BTreeMap<String, String> = match read_snapshot(dir)? {
+        Some(snapshot) => snapshot.files.into_iter().map(|w| (w.table, w.path)).collect(),
+        None => {
+            let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
+            let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
+            let stems: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+            stems.into_iter().map(|t| (t.clone(), format!("{t}.parquet"))).collect()
+        }
+    };
+    if !files.contains_key("partitions") {
         return Err(StorageError::Store(format!("{dir} holds no exported store (no partitions.parquet)")));
     }
     Ok(files)

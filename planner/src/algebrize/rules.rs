@@ -122,7 +122,7 @@ impl Scope {
                 if i == delta {
                     TableSource::Cte(frame.cte.clone())
                 } else {
-                    TableSource::Table(format!("recurring.{}", frame.cte.as_str()))
+                    TableSource::Recurring(frame.cte.clone())
                 }
             }
         };
@@ -693,7 +693,7 @@ fn keyed_query(cte: &Name, columns: &[Name], tys: &[Ty], base: Vec<Select>, step
         .collect();
     let seen = Select {
         items: vec![(Expr::int(1), None)],
-        from: vec![FromItem::inner(TableSource::Table(format!("recurring.{}", cte.as_str())), &r)],
+        from: vec![FromItem::inner(TableSource::Recurring(cte.clone()), &r)],
         filters: vec![Expr::all(same)],
         ..Default::default()
     };
