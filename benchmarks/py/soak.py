@@ -137,16 +137,19 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         th.join(timeout=120)
     # every acknowledged write is in the store
     c = peer.session().c
-    found = c.execute("SELECT count(*) FROM mentat_q('[:find ?e :in $ [?m ...] :where [?e :user/email ?m]]', "
-                      "inputs := ?)", [json.dumps([new_users])]).fetchall()[0][0] if new_users else 0
+    # in chunks of 1,000: one collection input of tens of thousands of values took minutes to compile
+    found = 0
+    for k in range(0, len(new_users), 1000):
+        found += c.execute("SELECT count(*) FROM mentat_q('[:find ?e :in $ [?m ...] :where [?e :user/email ?m]]', "
+                           "inputs := ?)", [json.dumps([new_users[k:k + 1000]])]).fetchall()[0][0]
     lost_users = len(new_users) - found
-    # one query for every labelled issue (a query per issue took longer than the run itself at scale s)
+    # a query per 1,000 labelled issues (a query per issue took longer than the run itself at scale s)
     entity = {int(peer.idx_e[idx]): idx for idx in written_labels}
-    held = {}
-    if entity:
+    held, es = {}, list(entity)
+    for k in range(0, len(es), 1000):
         for e, n in c.execute(
                 "FROM mentat_q('[:find ?i ?n :in $ [?i ...] :where [?i :issue/label ?l] [?l :label/name ?n]]', "
-                "inputs := ?)", [f"[[{' '.join(map(str, entity))}]]"]).fetchall():
+                "inputs := ?)", [f"[[{' '.join(map(str, es[k:k + 1000]))}]]"]).fetchall():
             held.setdefault(entity[e], set()).add(n)
     lost_labels = sum(len(want - held.get(idx, set())) for idx, want in written_labels.items())
     report = {"scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
