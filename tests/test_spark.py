@@ -20,7 +20,10 @@ import time
 
 import pytest
 
-from conftest import EXT, ROOT, connect, rows, transact
+from conftest import EXT, ROOT, connect, mentat_call, rows, transact
+
+sys.path.insert(0, str(ROOT))
+from benchmarks.py.suite.workload import Q1, Q2, Q3, Q4  # noqa: E402  (the suite's questions)
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="the Spark tests need java (Java 17)")
 
@@ -101,14 +104,8 @@ def same_rows(got, want):
 
 
 def duck(con, query, inputs=None, **named):
-    args, params = ["?"], [query]
-    if inputs is not None:
-        args.append("inputs := ?")
-        params.append(inputs)
-    for k, v in named.items():
-        args.append(f"{k} := ?")
-        params.append(v)
-    cur = con.execute(f"SELECT * FROM mentat_q({', '.join(args)})", params)
+    call, params = mentat_call("mentat_q", query, inputs, **named)
+    cur = con.execute(f"SELECT * FROM {call}", params)
     return [d[0] for d in cur.description], [tuple(norm(x) for x in r) for r in cur.fetchall()]
 
 
@@ -185,12 +182,6 @@ def issues(tmp_path_factory):
     con.close()
 
 
-Q1 = "[:find ?e ?name :in $ ?email :where [?e :user/email ?email] [?e :user/name ?name]]"
-Q2 = ("[:find ?i ?title ?state :in $ ?email :where [?u :user/email ?email] [?i :issue/assignee ?u] "
-      "[?i :issue/title ?title] [?i :issue/state ?state]]")
-Q3 = "[:find ?state (count ?i) :where [?i :issue/state ?state]]"
-Q4 = ("[:find ?i ?title ?priority :in $ ?min :where [?i :issue/state :state/open] [?i :issue/priority ?priority] "
-      "[?i :issue/title ?title] [(>= ?priority ?min)]]")
 BLOCKS = ("[[(blocks+ ?a ?b) [?a :issue/blocks ?b]] "
           "[(blocks+ ?a ?b) [?a :issue/blocks ?x] (blocks+ ?x ?b)]]")
 
