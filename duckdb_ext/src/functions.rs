@@ -83,6 +83,21 @@ pub fn write_for<T>(
     }
 }
 
+/// [`write_for`] on the store `name`, opened (created first when `create`, as `mentat_transact` does for a store
+/// that does not exist yet) on the write's own connection.
+pub fn write_store<T>(
+    instance: &Instance,
+    caller: &Caller,
+    name: &StoreName,
+    create: bool,
+    write: impl FnOnce(&duckdb::Connection, &storage::store::Store) -> storage::Result<T>,
+) -> Res<T> {
+    write_for(instance, caller, |conn| {
+        let store = instance.stores.open(conn, name, create)?;
+        write(conn, &store)
+    })
+}
+
 /// The store the call names (`store :=`, resolved against the caller's session), which must exist.
 fn existing_store(bind: &BindInfo) -> Res<Arc<storage::store::Store>> {
     let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
@@ -183,12 +198,11 @@ impl VTab for Transact {
             return Ok(());
         }
         let b = func.get_bind_data();
-        let report = write_for(&b.instance, &b.caller, |conn| {
-            let store = b.instance.stores.open(conn, &b.store, true)?;
+        let report = write_store(&b.instance, &b.caller, &b.store, true, |conn, store| {
             if b.instance.group_commit {
-                storage::group::transact(conn, &store, &b.edn)
+                storage::group::transact(conn, store, &b.edn)
             } else {
-                storage::transactor::transact(conn, &store, &b.edn)
+                storage::transactor::transact(conn, store, &b.edn)
             }
         })?;
         put_reports(output, &[Ok(report)]);
@@ -306,9 +320,8 @@ impl VTab for TransactMany {
         let mut reports = state.reports.lock().unwrap_or_else(|p| p.into_inner());
         if reports.is_none() {
             let texts: Vec<&str> = b.txs.iter().flatten().map(String::as_str).collect();
-            let mut done = write_for(&b.instance, &b.caller, |conn| {
-                let store = b.instance.stores.open(conn, &b.store, true)?;
-                let out = storage::group::transact_many(conn, &store, &texts);
+            let mut done = write_store(&b.instance, &b.caller, &b.store, true, |conn, store| {
+                let out = storage::group::transact_many(conn, store, &texts);
                 // interrupted before the COMMIT: the call fails as a whole (nothing was written)
                 if !out.is_empty() && out.iter().all(|r| matches!(r, Err(storage::StorageError::Interrupted))) {
                     return Err(storage::StorageError::Interrupted);

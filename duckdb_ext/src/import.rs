@@ -1,7 +1,7 @@
 //! `mentat_import` (set-based bulk import of any SQL query, [`storage::import`]) and `mentat_export` /
 //! `mentat_import_store` (a whole store as Parquet files and back, [`storage::parquet`]).
 
-use crate::functions::{caller_and_store, instance_of, put_row, write_for, Once};
+use crate::functions::{caller_and_store, instance_of, put_row, write_for, write_store, Once};
 use crate::session::Caller;
 use crate::Instance;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
@@ -87,9 +87,8 @@ impl VTab for Import {
             return Ok(());
         }
         let b = func.get_bind_data();
-        let r = write_for(&b.instance, &b.caller, |conn| {
-            let store = b.instance.stores.open(conn, &b.store, false)?;
-            storage::import::import(conn, &store, &b.source, &b.opts)
+        let r = write_store(&b.instance, &b.caller, &b.store, false, |conn, store| {
+            storage::import::import(conn, store, &b.source, &b.opts)
         })?;
         put_row(output, &[r.tx, r.tx_instant, r.entities, r.created, r.datoms]);
         Ok(())
@@ -166,9 +165,8 @@ impl VTab for FulltextLanguage {
             return Ok(());
         }
         let b = func.get_bind_data();
-        let r = write_for(&b.instance, &b.caller, |conn| {
-            let store = b.instance.stores.open(conn, &b.store, false)?;
-            storage::fulltext::set_language(conn, &store, &b.language)
+        let r = write_store(&b.instance, &b.caller, &b.store, false, |conn, store| {
+            storage::fulltext::set_language(conn, store, &b.language)
         })?;
         output.flat_vector(0).insert(0, r.language.as_str());
         for (i, x) in [r.attributes, r.documents, r.terms].into_iter().enumerate() {

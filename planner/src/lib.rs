@@ -102,7 +102,7 @@ impl CompiledQuery {
     /// "stages": [{"name", "columns", "base", "step"}], "final": sql}`. Each stage is a [`sql::Stage`] (`step`
     /// null for a plain view); `final` reads the stages by name once they are computed.
     pub fn plan_json(&self, dialect: sql::Dialect) -> String {
-        let s = json_str;
+        let s = pull::json_str;
         let columns: Vec<String> = self
             .columns
             .iter()
@@ -130,23 +130,6 @@ impl CompiledQuery {
             s(&self.sql)
         )
     }
-}
-
-/// A JSON string literal.
-fn json_str(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Compiles an EDN Datalog query into one DuckDB statement over `store`.

@@ -662,7 +662,7 @@ fn typed_literal(v: &Value, attr: &Attribute, form: &Value, schema: &Schema) -> 
 }
 
 /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
-fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for ch in s.chars() {
