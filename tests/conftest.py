@@ -2,6 +2,7 @@
 DuckDB 1.5.6 CLI), on real database files in a temporary directory."""
 import os
 import pathlib
+import re
 import subprocess
 
 import duckdb
@@ -56,7 +57,18 @@ def transact(con, edn, store=None):
     return {"tx": tx, "tx_instant": inst, "datoms": datoms, "tempids": dict(tempids)}
 
 
+TABLES = re.compile(r'((?:"?\w+"?\.)?"?\w+"?)\.(?:cur|hist)_\d')
+
+
 def rows(con, sql, params=None):
+    """All rows of `sql`. SQL that reads a store's tables directly (`store.cur_N`, `store.hist_N`) applies the
+    store's transaction log first (mentat_sync), as a user reading the tables would: mentat's own reads see every
+    transaction without it, the tables only once the log is applied."""
+    for store in sorted(set(TABLES.findall(sql))):
+        try:
+            con.execute("SELECT * FROM mentat_sync(store := ?)", [store.replace('"', "")]).fetchall()
+        except duckdb.Error:
+            pass  # not a store (or not one yet): the statement below says what is wrong
     return con.execute(sql, params or []).fetchall()
 
 

@@ -73,9 +73,15 @@ def hist(con, ident, store="mentat"):
 
 
 def snapshot(con, schema="mentat"):
-    """Every table of a store with its full contents, plus the schema cache as mentat_schema reports it."""
-    tables = rows(con, "SELECT database_name, table_name FROM duckdb_tables() WHERE schema_name = ? ORDER BY ALL",
-                  [schema])
+    """Every table of a store with its full contents, plus the schema cache as mentat_schema reports it. The
+    transaction log is applied first (mentat_sync), so the tables hold every transaction; the log table, empty
+    then, is left out."""
+    exists = rows(con, "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'partitions'",
+                  [schema])[0][0]
+    if exists:
+        con.execute("SELECT * FROM mentat_sync(store := ?)", [schema]).fetchall()
+    tables = rows(con, "SELECT database_name, table_name FROM duckdb_tables() WHERE schema_name = ? "
+                       "AND table_name <> 'log' ORDER BY ALL", [schema])
     snap = {(d, t): rows(con, f'SELECT * FROM "{d}"."{schema}"."{t}" ORDER BY ALL') for d, t in tables}
     snap["schema"] = rows(con, "SELECT * FROM mentat_schema(store := ?) ORDER BY entid", [schema])
     return snap

@@ -70,11 +70,11 @@ def test_entids_survive_reopen(tmp_path):
     assert out[3] == [[118]]
     out = session(path, tx('[{:db/id "e" :new/attr 1 :user/email "d@x"}]'), tx('[[:db/add "f" :new/attr 2]]'),
                   tx('[[:db/add "datomic.tx" :db/txInstant #inst "2039-01-01T00:00:00.000-00:00"]]'),
-                  "SELECT e, v FROM mentat.cur_118 ORDER BY e")
+                  "SELECT * FROM mentat_sync()", "SELECT e, v FROM mentat.cur_118 ORDER BY e")
     assert out[0] == [[T0 + 6, ["e"], [U0 + 3]]]
     assert out[1] == [[T0 + 7, ["f"], [U0 + 4]]]
     assert "backwards" in out[2]
-    assert out[3] == [[U0 + 3, 1], [U0 + 4, 2]]
+    assert out[4] == [[U0 + 3, 1], [U0 + 4, 2]]
     # and in this process
     con = connect(path)
     assert transact(con, '[[:db/add "g" :new/attr 3]]')["tempids"] == {"g": U0 + 5}

@@ -7,7 +7,7 @@ with SIGKILL at random moments, reopens the store and checks, after every kill:
 - no entid is used twice: every transaction's new entity and every tx entid are distinct, across all the runs.
 
 A SIGKILL keeps what the process handed to the operating system (it tests a crashed process, not a power cut).
-Usage: python3 benchmarks/py/durability.py [--kills 20] [--writers 64] [--seed 0]; prints what it checked.
+Usage: python3 benchmarks/py/durability.py [--kills 20] [--writers 64] [--seed 0] [--index]; prints what it checked.
 tests/test_durability.py runs a short version of the same check in the test suite."""
 import argparse
 import json
@@ -30,9 +30,15 @@ SCHEMA = ("[{:db/ident :m/key :db/valueType :db.type/string :db/cardinality :db.
 
 CHILD = r"""
 import os, sys, threading, duckdb
-db, ext, log, writers, run = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+db, ext, log, writers, run, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 con = duckdb.connect(db, config={"allow_unsigned_extensions": "true"})
 con.execute(f"LOAD '{ext}'")
+if index == "1":
+    # an entity-shaped query reads the three attributes into the entity index, so that the groups go to the
+    # transaction log (storage/src/txlog.rs) and the kill finds acknowledged transactions there, not yet applied
+    for _ in range(2):
+        con.execute("SELECT * FROM mentat_q(?, inputs := ?)",
+                    ["[:find [?a ?b] :in $ ?k :where [?e :m/key ?k] [?e :m/a ?a] [?e :m/b ?b]]", '["none"]']).fetchall()
 out = open(log, "a")
 lock = threading.Lock()
 
@@ -61,6 +67,8 @@ threading.Event().wait()
 READ = r"""
 import json, sys, duckdb
 con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+logged = con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'mentat' AND table_name = 'log'").fetchone()[0]
+logged = logged and con.execute("SELECT count(*) FROM mentat.log").fetchone()[0]
 con.execute(f"LOAD '{sys.argv[2]}'")
 if len(sys.argv) > 3:
     con.execute("SELECT * FROM mentat_transact(?)", [sys.argv[3]]).fetchall()
@@ -70,12 +78,13 @@ for attr in (":m/key", ":m/a", ":m/b"):
         out[attr] = con.execute("SELECT e, v, tx FROM mentat_datoms('AEVT', a := ?)", [attr]).fetchall()
     except duckdb.Error:
         out[attr] = []
-print(json.dumps(out))
+print(json.dumps({"datoms": out, "logged": logged}))
 """
 
 
 def read_store(db, schema=None):
-    """The store's :m/key, :m/a and :m/b datoms, read by a process of its own (after transacting `schema`)."""
+    """The store's :m/key, :m/a and :m/b datoms, read by a process of its own (after transacting `schema`), and
+    how many rows its transaction log held when that process opened it (applied as the store was opened)."""
     args = [sys.executable, "-c", READ, str(db), str(EXT)] + ([schema] if schema else [])
     p = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
@@ -98,7 +107,8 @@ def check(db, log):
     """Checks the store against the log (see the module docs); returns (acknowledged, transactions in the store).
     Raises AssertionError naming what is wrong."""
     datoms = {}
-    for attr, rows in read_store(db).items():
+    read = read_store(db)
+    for attr, rows in read["datoms"].items():
         for e, v, tx in rows:
             datoms.setdefault(e, {})[attr] = (v, tx)
     for e, d in datoms.items():
@@ -111,19 +121,22 @@ def check(db, log):
         assert by_tx.get(tx) == want, f"acknowledged tx {tx} {want} is not in the store whole: {by_tx.get(tx)}"
     keys = [k for k, *_ in by_tx.values()]
     assert len(set(keys)) == len(keys), "a key was written twice"
-    return len(acked), len(by_tx)
+    return len(acked), len(by_tx), read["logged"]
 
 
-def run(workdir, kills=20, writers=64, seed=0, min_s=0.3, max_s=2.0, quiet=False):
-    """Kills a writing child `kills` times at random moments and checks the store after each kill. Returns the
-    number of acknowledged transactions at the end and the transactions in the store."""
+def run(workdir, kills=20, writers=64, seed=0, min_s=0.3, max_s=2.0, quiet=False, index=False):
+    """Kills a writing child `kills` times at random moments and checks the store after each kill. With `index`,
+    the child first reads the attributes into the entity index, so that its writes go through the transaction
+    log. Returns the number of acknowledged transactions at the end, the transactions in the store, and the
+    most log rows a reopen found not yet applied."""
     rng = random.Random(seed)
     db, log = pathlib.Path(workdir) / "durable.duckdb", pathlib.Path(workdir) / "acked.log"
     read_store(db, SCHEMA)
     log.touch()
-    acked = stored = 0
+    acked = stored = most_logged = 0
     for k in range(kills):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(EXT), str(log), str(writers), str(k)],
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(EXT), str(log), str(writers), str(k),
+                                  "1" if index else "0"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = child.stdout.readline()
         if line.strip() != "ready":
@@ -132,11 +145,12 @@ def run(workdir, kills=20, writers=64, seed=0, min_s=0.3, max_s=2.0, quiet=False
         time.sleep(rng.uniform(min_s, max_s))
         child.kill()
         child.wait()
-        acked, stored = check(db, log)
+        acked, stored, logged = check(db, log)
+        most_logged = max(most_logged, logged)
         if not quiet:
-            print(f"kill {k + 1}/{kills}: {acked} acknowledged transactions, {stored} in the store, all whole",
-                  flush=True)
-    return acked, stored
+            print(f"kill {k + 1}/{kills}: {acked} acknowledged transactions, {stored} in the store, all whole "
+                  f"({logged} log rows applied at the reopen)", flush=True)
+    return acked, stored, most_logged
 
 
 def main():
@@ -144,9 +158,11 @@ def main():
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--writers", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--index", action="store_true", help="read the attributes into the entity index first, so "
+                    "that the writes go through the transaction log")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        acked, stored = run(d, a.kills, a.writers, a.seed)
+        acked, stored, _ = run(d, a.kills, a.writers, a.seed, index=a.index)
     print(f"durability: {a.kills} kills of {a.writers} writers: {acked} acknowledged transactions, all in the store "
           f"whole ({stored} in the store: the rest committed before the kill but not yet logged)")
 

@@ -347,7 +347,7 @@ fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]
     let small = !being_read
         && attrs.iter().all(|a| sizes.get(&planner::layout::current_table_name(*a)).is_some_and(|n| *n <= SYNC_ROWS));
     if small {
-        let _writer = store.lock_writer();
+        let _writer = store.lock_writer_settled(&conn).map_err(|e| e.to_string())?;
         let mut all = true;
         for a in &attrs {
             let attr = schema.attribute(*a).ok_or("unknown attribute")?;
@@ -367,8 +367,12 @@ fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]
             // read started at once made a first call in a new process 2.5x slower (20 to 50 ms at scale m).
             std::thread::sleep(BACKGROUND_DELAY);
             if let Ok(conn) = instance.pool.get() {
-                let _writer = reader.lock_writer();
-                let _ = reader.index.build(&conn, &reader.name, &attr);
+                match reader.lock_writer_settled(&conn) {
+                    Ok(_writer) => {
+                        let _ = reader.index.build(&conn, &reader.name, &attr);
+                    }
+                    Err(_) => reader.index.stop_building(attr.entid),
+                }
             } else {
                 reader.index.stop_building(attr.entid);
             }

@@ -34,6 +34,7 @@ pub fn register(con: &Connection, instance: &Arc<Instance>) -> Res<()> {
     con.register_table_function_with_extra_info::<TransactMany, _>("mentat_transact_many", instance)?;
     con.register_table_function_with_extra_info::<SchemaFn, _>("mentat_schema", instance)?;
     con.register_table_function_with_extra_info::<EntityIndexFn, _>("mentat_entity_index", instance)?;
+    con.register_table_function_with_extra_info::<SyncFn, _>("mentat_sync", instance)?;
     crate::import::register(con, instance)?;
     con.register_table_function_with_extra_info::<With, _>("mentat_with", instance)?;
     Ok(())
@@ -94,7 +95,9 @@ pub fn write_store<T>(
 ) -> Res<T> {
     write_for(instance, caller, |conn| {
         let store = instance.stores.open(conn, name, create)?;
-        write(conn, &store)
+        let out = write(conn, &store);
+        instance.indexer.poke(&store);
+        out
     })
 }
 
@@ -102,6 +105,7 @@ pub fn write_store<T>(
 fn existing_store(bind: &BindInfo) -> Res<Arc<storage::store::Store>> {
     let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
     let (_, name) = caller_and_store(bind, &instance)?;
+    instance.settle()?;
     let conn = instance.pool.get()?;
     Ok(instance.stores.open(&conn, &name, false)?)
 }
@@ -372,6 +376,44 @@ impl Cursor {
         let n = (len - start).min(2048);
         self.next.store(start + n, Ordering::SeqCst);
         start..start + n
+    }
+}
+
+/// `mentat_sync([store := ...])`: applies the store's transaction log to its tables now (`storage::txlog`) and
+/// returns one row, `applied BIGINT`: how many log rows it applied (0 when the log was empty). Mentat's own
+/// functions never need it (every read through them sees every acknowledged transaction); it is for SQL that reads
+/// the store's tables directly, and before the database file is opened read-only by another process. Without it
+/// the tables catch up by themselves once no transaction has been logged for `MENTAT_LOG_IDLE_MS` (20 ms).
+/// Datomic's `sync`: afterwards the tables include every transaction acknowledged before the call. Errors if the
+/// store does not exist.
+pub struct SyncFn;
+
+impl VTab for SyncFn {
+    type InitData = Once;
+    type BindData = i64;
+
+    fn bind(bind: &BindInfo) -> Res<i64> {
+        bind.add_result_column("applied", bigint());
+        let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
+        let (caller, name) = caller_and_store(bind, &instance)?;
+        let conn = instance.pool.get_for(&caller)?;
+        let store = instance.stores.open(&conn, &name, false)?;
+        Ok(storage::txlog::settle(&conn, &store)? as i64)
+    }
+
+    fn init(_: &InitInfo) -> Res<Once> {
+        Ok(Once::new())
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
+        if func.get_init_data().first(output) {
+            put_row(output, &[*func.get_bind_data()]);
+        }
+        Ok(())
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("store".to_string(), varchar())])
     }
 }
 

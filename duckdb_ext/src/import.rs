@@ -87,6 +87,7 @@ impl VTab for Import {
             return Ok(());
         }
         let b = func.get_bind_data();
+        b.instance.settle()?;
         let r = write_store(&b.instance, &b.caller, &b.store, false, |conn, store| {
             storage::import::import(conn, store, &b.source, &b.opts)
         })?;
@@ -165,6 +166,7 @@ impl VTab for FulltextLanguage {
             return Ok(());
         }
         let b = func.get_bind_data();
+        b.instance.settle()?;
         let r = write_store(&b.instance, &b.caller, &b.store, false, |conn, store| {
             storage::fulltext::set_language(conn, store, &b.language)
         })?;
@@ -233,6 +235,7 @@ impl<const MODE: u8> VTab for Parquet<MODE> {
             return Ok(());
         }
         let b = func.get_bind_data();
+        b.instance.settle()?;
         let r = write_for(&b.instance, &b.caller, |conn| match MODE {
             EXPORT => {
                 let store = b.instance.stores.open(conn, &b.store, false)?;

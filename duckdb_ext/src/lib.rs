@@ -49,9 +49,23 @@ pub struct Instance {
     pub query_shapes: entity::Shapes<planner::EntityShape>,
     /// Pull patterns the entity path has seen, with their fields and result types.
     pub pull_shapes: entity::Shapes<pull::PullShape>,
+    /// Applies the stores' transaction logs in the background (`storage::txlog`).
+    pub indexer: storage::txlog::Indexer,
 }
 
 impl Instance {
+    /// Applies the transaction log of every open store that has one (`storage::txlog`), so that SQL over the
+    /// stores' tables sees every acknowledged transaction: what every path that runs such SQL calls first (the
+    /// entity path, which answers from the entity index, does not). Free when no log holds anything.
+    pub fn settle(&self) -> Result<(), String> {
+        for store in self.stores.with_log() {
+            let conn = self.pool.get()?;
+            storage::txlog::settle(&conn, &store)
+                .map_err(|e| format!("mentat could not apply {}'s log: {e}", store.name))?;
+        }
+        Ok(())
+    }
+
     /// The store `name` as `caller` means it ([`session::Caller::resolve`]): an unqualified name resolves against
     /// the caller's search path (`USE project` makes `mentat` mean `project.mentat`). Only a search path of
     /// several catalogs costs a look-up (which of them holds the store).
@@ -108,6 +122,8 @@ unsafe fn init(
     }
     let con = Connection::open_from_raw((*db).cast())?;
     let registrar = con.try_clone()?;
+    let stores = storage::store::Registry::default();
+    let indexer = storage::txlog::Indexer::start(con.try_clone()?, stores.log.idle)?;
     let default_catalog: String = con.query_row("SELECT current_database()", [], |r| r.get(0))?;
     session::calibrate(*db);
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);
@@ -117,12 +133,13 @@ unsafe fn init(
     let instance = Arc::new(Instance {
         pool,
         raw,
-        stores: Default::default(),
+        stores,
         default_catalog,
         entity_path,
         group_commit,
         query_shapes: Default::default(),
         pull_shapes: Default::default(),
+        indexer,
     });
     functions::register(&registrar, &instance)?;
     let mut reg: ffi::duckdb_connection = std::ptr::null_mut();

@@ -244,6 +244,7 @@ pub(crate) unsafe fn query_bigints(
     sql: &str,
     params: &[ffi::duckdb_value],
 ) -> Result<Vec<i64>, String> {
+    instance.settle()?;
     let mut conn = instance.raw.get()?;
     let raw = conn.conn.as_mut().ok_or("no connection")?;
     raw.adopt(caller)?;
@@ -446,6 +447,7 @@ pub(crate) unsafe fn bind_statement(
     names: &[&str],
     params: &[ffi::duckdb_value],
 ) -> Result<Bound, String> {
+    instance.settle()?;
     let mut conn = instance.raw.get()?;
     let raw = conn.conn.as_mut().ok_or("no connection")?;
     raw.adopt(caller)?;
@@ -480,6 +482,7 @@ pub(crate) unsafe fn bind_statement(
 /// The result column types of `sql`, prepared on a query connection (through its statement cache) that has
 /// taken on the `caller`'s session: the entity path's answers keep the general path's exact column types.
 pub(crate) unsafe fn result_types(instance: &Instance, caller: &Caller, sql: &str) -> Result<Vec<OwnedType>, String> {
+    instance.settle()?;
     let mut conn = instance.raw.get()?;
     let raw = conn.conn.as_mut().ok_or("no connection")?;
     raw.adopt(caller)?;

@@ -84,6 +84,8 @@ unsafe fn execute_inner(
             None => planner::QueryOptions::default(),
         };
         let schema = crate::query::read_schema(instance, &name, &mut opts)?;
+        // the SQL is run by the caller, over the tables: they must hold every acknowledged transaction
+        instance.settle()?;
         let compiled =
             planner::compile_query(&query, inputs.as_deref(), &schema, &name, &opts).map_err(|e| e.to_string())?;
         if !compiled.stages.is_empty() {

@@ -162,7 +162,7 @@ pub fn set_language(conn: &Connection, store: &crate::store::Store, language: &s
             store.name
         )));
     }
-    let _writer = store.lock_writer();
+    let _writer = store.lock_writer_settled(conn)?;
     let run = || -> Result<(LanguageReport, crate::store::StoreState)> {
         let state = store.refresh(conn)?;
         let meta = store.name.table("meta");

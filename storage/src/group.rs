@@ -140,6 +140,7 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
         }
         // a member that failed after it changed the tables (its schema DDL): the group rolls back without it
         let mut failed: Option<(usize, StorageError)> = None;
+        store.log.begin();
         let outcome = crate::in_transaction(conn, || {
             let mut state = store.refresh(conn)?;
             let mut trace = Trace::start();
@@ -174,7 +175,7 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                     }
                 };
                 let flush_first = needs_flush(&member_terms);
-                if flush_first && !pending.is_empty() {
+                if flush_first && (!pending.is_empty() || store.log.holds(None)) {
                     pending.flush(conn, store, &state.schema, &state.parts)?;
                     if Arc::ptr_eq(&state.schema, &parsed_with) {
                         prefetch(&pending, &terms, k + 1)?;
@@ -200,13 +201,14 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                 }
             }
             trace.mark("members");
-            pending.flush(conn, store, &state.schema, &state.parts)?;
-            trace.mark("write");
+            let logged = pending.finish(conn, store, &state.schema, &state.parts)?;
+            trace.mark(if logged.is_some() { "log" } else { "write" });
             trace.print(&format!("group of {} ({} failed)", members.len(), refused.len()));
-            Ok((pending.into_members(), refused, state))
+            Ok((pending.into_members(), refused, state, logged))
         });
         match outcome {
-            Ok((applied, refused, state)) => {
+            Ok((applied, refused, state, logged)) => {
+                store.log.commit(logged);
                 store.commit_state(state, &[], &[]);
                 let committed: Vec<Committed<'_>> =
                     applied.iter().map(|(_, a)| (a.report.tx, &a.written.0[..], &a.written.1[..])).collect();
@@ -219,6 +221,7 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                 }
             }
             Err(group_error) => {
+                store.log.rollback();
                 // the rolled-back members' unique values may be in the cache: start it again empty
                 store.clear_lookups();
                 match failed {

@@ -138,7 +138,7 @@ pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportO
     if let Some(dir) = store.read_only() {
         return Err(StorageError::Store(format!("{} is read-only: a Parquet export attached from {dir}", store.name)));
     }
-    let _writer = store.lock_writer();
+    let _writer = store.lock_writer_settled(conn)?;
     let started = Instant::now();
     // Inside the transaction, so that the partition marks read here are the ones this import moves.
     let run = || -> Result<(ImportReport, StoreState)> {

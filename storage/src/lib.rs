@@ -19,6 +19,7 @@ pub mod stage;
 pub mod store;
 pub mod trace;
 pub mod transactor;
+pub mod txlog;
 
 /// Runs `f` inside one DuckDB transaction on `conn` (which must have none open): COMMIT when `f` returns Ok,
 /// ROLLBACK when it or the COMMIT fails, when it panics, or when the caller was interrupted before the COMMIT

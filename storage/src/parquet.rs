@@ -220,7 +220,7 @@ struct Exported {
 /// basis tx has the same instant here), only the tables changed since it; with a `previous` of another store,
 /// every table, under new names.
 fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Snapshot>) -> Result<Exported> {
-    let _writer = store.lock_writer();
+    let _writer = store.lock_writer_settled(conn)?;
     let name = &store.name;
     let mut st = conn.prepare(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = ? \
@@ -229,6 +229,8 @@ fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Sn
     let catalog = name.catalog.clone().unwrap_or_default();
     let tables: Vec<String> =
         st.query_map(duckdb::params![name.schema, catalog, catalog], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    // the transaction log was applied above (lock_writer_settled): it is empty, and no part of the format
+    let tables: Vec<String> = tables.into_iter().filter(|t| t != crate::txlog::TABLE).collect();
     let run = || -> Result<Exported> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         let mut written = Vec::new();

@@ -22,7 +22,7 @@ use crate::txparse::{EntityPlace, Term, ValuePlace};
 use crate::value::Val;
 use planner::schema::{Attribute, Entid, Schema};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// A group that reads at least this many datoms of one attribute reads the attribute into the entity index
 /// first (see [`Pending::index_if_read_enough`]).
@@ -261,6 +261,9 @@ impl Pending {
         if snap.attr(attr.entid).is_some() || snap.is_refused(attr.entid) {
             return Ok(());
         }
+        if store.log.holds(Some(&BTreeSet::from([attr.entid]))) {
+            crate::txlog::apply(conn, store, &store.schema())?;
+        }
         store.index.build(conn, &store.name, attr)?;
         Ok(())
     }
@@ -281,6 +284,15 @@ impl Pending {
         }
         missing.sort_unstable();
         missing.dedup();
+        // the log's datoms are in the tables only once applied: apply it before reading an attribute it holds
+        // from the tables (an attribute the entity index holds is read from the index, which has them)
+        let attrs: BTreeSet<Entid> = missing.iter().map(|p| p.1).collect();
+        if store.log.holds(Some(&attrs)) {
+            let snap = store.index.snapshot();
+            if self.flushed || attrs.iter().any(|a| snap.attr(*a).is_none()) {
+                crate::txlog::apply(conn, store, schema)?;
+            }
+        }
         let mut read = transactor::read_current(conn, store, schema, &missing, !self.flushed)?;
         for p in missing {
             let rows = read.remove(&p).unwrap_or_default();
@@ -308,6 +320,9 @@ impl Pending {
         if missing.is_empty() {
             return Ok(());
         }
+        if store.log.holds(Some(&BTreeSet::from([a]))) {
+            crate::txlog::apply(conn, store, &store.schema())?;
+        }
         let mut found = vec![None; missing.len()];
         for (i, e) in transactor::read_holders(conn, store, attr, &missing, !self.flushed)? {
             found[i] = Some(e);
@@ -319,9 +334,85 @@ impl Pending {
     }
 
     /// Writes every member's datoms to the tables (the retractions, then the assertions still current) and the
-    /// partition marks `parts`, and starts again empty: the tables now hold everything, the reads kept are
-    /// dropped, and later reads go to the tables (the entity index does not hold uncommitted datoms). `schema` is the schema after the members (it has every attribute they name).
+    /// partition marks `parts`, after the store's transaction log (older than the group), and starts again
+    /// empty: the tables now hold everything. What a member that needs the tables themselves runs after.
     pub fn flush(
+        &mut self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        schema: &Schema,
+        parts: &Partitions,
+    ) -> Result<()> {
+        crate::txlog::apply(conn, store, schema)?;
+        self.write_tables(conn, store, schema, parts)
+    }
+
+    /// Ends the group: its datoms go to the store's transaction log when it may take them (see `txlog.rs`: the
+    /// group wrote nothing to the tables itself, the entity index holds every attribute it wrote, and the log
+    /// stays under its size), else to the tables, after the log when the log holds one of the group's
+    /// attributes or would pass its size. Returns the attributes and rows logged, for [`crate::txlog::TxLog::commit`].
+    pub fn finish(
+        &mut self,
+        conn: &duckdb::Connection,
+        store: &Store,
+        schema: &Schema,
+        parts: &Partitions,
+    ) -> Result<Option<(BTreeSet<Entid>, usize)>> {
+        if self.members.len() - self.written > 1 {
+            self.catch_up(schema);
+        }
+        let (dead, first) = (&self.dead, self.written);
+        let mut rows: Vec<crate::stage::StageRow<'_>> = Vec::new();
+        let mut attrs: BTreeSet<Entid> = BTreeSet::new();
+        let settings = store.log.settings;
+        let mut loggable = !self.flushed && settings.max_rows > 0;
+        let snap = store.index.snapshot();
+        let mut may_log = |a: Entid, added: bool| {
+            if a == planner::layout::DB_TX_INSTANT && added {
+                return true;
+            }
+            attrs.insert(a);
+            let Some(attr) = schema.attribute(a) else { return false };
+            !transactor::is_schema_attr(a)
+                && !attr.fulltext
+                && attr.tuple.is_none()
+                && crate::eindex::indexable(attr.value_type)
+                && (snap.attr(a).is_some() || settings.always)
+        };
+        for (k, (_, a)) in self.members[first..].iter().enumerate() {
+            let tx = a.report.tx;
+            for (d, asserted) in &a.written.1 {
+                loggable &= may_log(d.1, false);
+                rows.push((d.1, d.0, Some(&d.2), false, *asserted, tx));
+            }
+            for (i, d) in a.written.0.iter().enumerate() {
+                if !dead.contains(&(first + k, i)) {
+                    loggable &= may_log(d.1, true);
+                    rows.push((d.1, d.0, Some(&d.2), true, tx, 0));
+                }
+            }
+        }
+        let within = store.log.rows() + rows.len() <= settings.max_rows;
+        // a group of nothing but :db/txInstant datoms (empty transactions) gains nothing from the log
+        if loggable && within && !attrs.is_empty() {
+            let logged: BTreeSet<Entid> = rows.iter().map(|r| r.0).collect();
+            let n = crate::txlog::append(conn, store, rows)?;
+            transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
+            self.parts_written = *parts;
+            self.written = self.members.len();
+            return Ok(Some((logged, n)));
+        }
+        drop(rows);
+        if !within || store.log.holds(Some(&attrs)) {
+            crate::txlog::apply(conn, store, schema)?;
+        }
+        self.write_tables(conn, store, schema, parts)?;
+        Ok(None)
+    }
+
+    /// Writes every member's datoms not written yet to the tables, and the partition marks `parts`, and starts
+    /// again empty: the tables now hold everything, the reads kept are void.
+    fn write_tables(
         &mut self,
         conn: &duckdb::Connection,
         store: &Store,

@@ -239,15 +239,27 @@ fn read_scalar(row: &Row<'_>, idx: usize, t: ValueType) -> duckdb::Result<Val> {
 /// that retracts the datom (history rows; 0 elsewhere).
 pub type StageRow<'a> = (i64, i64, Option<&'a Val>, bool, i64, i64);
 
-/// Empties `table` and appends `rows` to it with DuckDB's appender, as one Arrow record batch (columns built
+/// Empties `table` and appends `rows` to it ([`append`]): one Arrow record batch (columns built
 /// here, appended vector by vector: no per-value calls).
 pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = StageRow<'a>>) -> Result<()> {
+    conn.prepare_cached(&format!("DELETE FROM {table}"))?.execute([])?;
+    append(conn, table, None, rows).map(|_| ())
+}
+
+/// Appends `rows` to `table` (of the staging shape: a connection's temporary table, or with `store` the store's
+/// table of that name) with DuckDB's appender, as one Arrow record batch, keeping the rows it holds. Returns how
+/// many rows were appended.
+pub fn append<'a>(
+    conn: &Connection,
+    table: &str,
+    store: Option<&planner::layout::StoreName>,
+    rows: impl IntoIterator<Item = StageRow<'a>>,
+) -> Result<usize> {
     use duckdb::arrow::array::{ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
     use duckdb::arrow::datatypes::{DataType, Field, Schema};
     use duckdb::arrow::record_batch::RecordBatch;
     use std::sync::Arc;
 
-    conn.prepare_cached(&format!("DELETE FROM {table}"))?.execute([])?;
     let (mut a, mut e) = (Int64Builder::new(), Int64Builder::new());
     let (mut l, mut d, mut s) = (Int64Builder::new(), Float64Builder::new(), StringBuilder::new());
     let (mut b, mut blob, mut added) = (BooleanBuilder::new(), BinaryBuilder::new(), BooleanBuilder::new());
@@ -282,7 +294,7 @@ pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = S
         blob.append_option(blobv);
     }
     if n == 0 {
-        return Ok(());
+        return Ok(0);
     }
     let schema = Arc::new(Schema::new(vec![
         Field::new("a", DataType::Int64, false),
@@ -310,8 +322,12 @@ pub fn fill<'a>(conn: &Connection, table: &str, rows: impl IntoIterator<Item = S
     ];
     let batch = RecordBatch::try_new(schema, columns)
         .map_err(|err| crate::StorageError::Store(format!("staging batch: {err}")))?;
-    let mut app = conn.appender(table)?;
+    let mut app = match store.map(|s| (s.catalog.as_deref(), s.schema.as_str())) {
+        None => conn.appender(table)?,
+        Some((None, schema)) => conn.appender_to_db(table, schema)?,
+        Some((Some(catalog), schema)) => conn.appender_to_catalog_and_db(table, catalog, schema)?,
+    };
     app.append_record_batch(batch)?;
     app.flush()?;
-    Ok(())
+    Ok(n)
 }

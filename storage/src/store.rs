@@ -49,6 +49,8 @@ pub struct Store {
     pub index: crate::eindex::EntityIndex,
     /// Transactions waiting for the group commit (`group.rs`).
     pub queue: crate::group::Queue,
+    /// What the store's transaction log holds (`txlog.rs`).
+    pub log: crate::txlog::TxLog,
 }
 
 /// Entries the unique-value cache holds at most; past that it starts again empty.
@@ -68,6 +70,14 @@ impl Store {
     /// Takes the store's writer lock.
     pub fn lock_writer(&self) -> MutexGuard<'_, ()> {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the store's writer lock and applies its transaction log to the tables first (`txlog.rs`), on `conn`
+    /// (which must have no transaction open): for writers that write or read the tables themselves.
+    pub fn lock_writer_settled(&self, conn: &Connection) -> Result<MutexGuard<'_, ()>> {
+        let writer = self.lock_writer();
+        crate::txlog::settle_locked(conn, self)?;
+        Ok(writer)
     }
 
     /// The state as the database holds it now, read inside the caller's open transaction. The cache is right
@@ -127,6 +137,15 @@ impl Store {
         self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
+    /// Whether the store is the one its name means on `conn` now: always for the default database; for an
+    /// attached catalog, while the catalog is the database that was attached when the store was opened.
+    pub fn is_current(&self, conn: &Connection) -> Result<bool> {
+        Ok(match &self.name.catalog {
+            None => true,
+            Some(c) => catalog_oid(conn, c)? == self.catalog_oid,
+        })
+    }
+
     /// Why the store cannot be written, or None when it can.
     pub fn read_only(&self) -> Option<&str> {
         self.read_only.as_deref()
@@ -142,6 +161,8 @@ impl Store {
 #[derive(Default)]
 pub struct Registry {
     stores: Mutex<HashMap<StoreName, Arc<Store>>>,
+    /// The transaction log's switches for every store opened here (read when the registry is made).
+    pub log: crate::txlog::Settings,
 }
 
 impl Registry {
@@ -174,7 +195,11 @@ impl Registry {
             }
             create_store(conn, name)?;
         }
-        let state = load_state(conn, name)?;
+        let mut state = load_state(conn, name)?;
+        let (log_table, recovered) = crate::txlog::recover(conn, name, &state.schema)?;
+        if recovered {
+            state = load_state(conn, name)?;
+        }
         let read_only = crate::parquet::read_only(conn, name)?;
         let store = Arc::new(Store {
             read_only,
@@ -185,6 +210,7 @@ impl Registry {
             catalog_oid,
             index: Default::default(),
             queue: Default::default(),
+            log: crate::txlog::TxLog::opened(log_table, self.log),
         });
         stores.insert(name.clone(), store.clone());
         Ok(store)
@@ -197,6 +223,11 @@ impl Registry {
             return None;
         }
         self.stores.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// The open stores whose transaction log holds datoms not yet applied to their tables.
+    pub fn with_log(&self) -> Vec<Arc<Store>> {
+        self.stores.lock().unwrap_or_else(|p| p.into_inner()).values().filter(|s| !s.log.is_empty()).cloned().collect()
     }
 
     /// Forgets a cached store, so that the next [`Registry::open`] reads it again.

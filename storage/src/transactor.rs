@@ -45,7 +45,7 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
     if let Some(why) = store.read_only() {
         return Err(StorageError::Store(format!("{} is read-only ({why}): transactions cannot change it", store.name)));
     }
-    let _writer = store.lock_writer();
+    let _writer = store.lock_writer_settled(conn)?;
     let forms = parse_edn(edn)?;
     trace.mark("edn");
     let a = crate::in_transaction(conn, || run_open(conn, store, &forms, &mut trace))?;
@@ -1339,7 +1339,7 @@ pub fn transact_speculative<R>(
         return Err(StorageError::Store(format!("{} is read-only ({why})", store.name)));
     }
     let mut trace = Trace::start();
-    let _writer = store.lock_writer();
+    let _writer = store.lock_writer_settled(conn)?;
     let forms = parse_edn(edn)?;
     let open = crate::Open::begin(conn)?;
     let out = run_open(conn, store, &forms, &mut trace).and_then(|a| f(&a.report, &a.state));

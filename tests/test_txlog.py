@@ -1,0 +1,167 @@
+"""The transaction log (storage/src/txlog.rs): a group whose attributes the entity index holds writes its datoms
+as rows of one table, `log`, applied to the attribute tables later. What a user must never see: a read that
+misses an acknowledged transaction, a log applied twice or half, a store opened over a log it cannot apply.
+
+The log's rows are counted with plain SQL (`FROM mentat.log`), which mentat does not see and so does not settle.
+Instances are made with MENTAT_LOG_IDLE_MS large, so that the background indexer does not apply the log while a
+test looks at it, unless the test is about the indexer."""
+import random
+import subprocess
+import sys
+import time
+
+import duckdb
+import pytest
+
+from conftest import EXT, connect_with, q, transact
+from test_group_commit import SCHEMA, log, many, one_by_one, random_tx, serial_instance, warm_index
+
+KEEP = {"MENTAT_LOG_IDLE_MS": "600000"}
+
+
+def log_rows(con):
+    """Rows in the default store's log table right now (0 when it was never made)."""
+    made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'mentat' "
+                       "AND table_name = 'log'").fetchone()[0]
+    return con.execute("SELECT count(*) FROM mentat.log").fetchone()[0] if made else 0
+
+
+def users(con, n):
+    transact(con, SCHEMA)
+    transact(con, "[" + " ".join(f'{{:u/email "u{i}@x" :u/n 0}}' for i in range(n)) + "]")
+    warm_index(con)
+
+
+def test_updates_go_to_the_log_and_every_read_sees_them(tmp_path):
+    con = connect_with(tmp_path / "l.duckdb", **KEEP)
+    users(con, 20)
+    want = {i: 0 for i in range(20)}
+    rng = random.Random(3)
+    for k in range(50):
+        i = rng.randrange(20)
+        transact(con, f'[[:db/add [:u/email "u{i}@x"] :u/n {k + 1}]]')
+        want[i] = k + 1
+    # each single-datom update is three rows: the old value retracted, the new one asserted, its :db/txInstant
+    assert log_rows(con) == 150
+    # the entity path answers from the index, leaving the log where it is
+    for i in range(20):
+        assert q(con, "[:find ?n . :in $ ?m :where [?e :u/email ?m] [?e :u/n ?n]]", f'["u{i}@x"]') == [(want[i],)]
+    assert log_rows(con) == 150
+    # an aggregate runs as SQL over the tables: the log is applied first
+    assert q(con, "[:find (sum ?n) . :where [?e :u/n ?n]]") == [(sum(want.values()),)]
+    assert log_rows(con) == 0
+    # history: 20 first values plus, per update, one retraction and one assertion
+    hist = q(con, "[:find (count ?e) . :with ?v ?tx ?added :where [?e :u/n ?v ?tx ?added]]", history=True)
+    assert hist == [(20 + 2 * 50,)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_groups_through_the_log_equal_one_by_one(seed, tmp_path):
+    """Every group through the log (MENTAT_LOG=always: even attributes the index does not hold, so that the
+    transactor's reads of the tables meet a log it must apply first), reads of each kind between the groups,
+    against the same transactions one by one without group commit or log."""
+    rng = random.Random(seed)
+    txs = [random_tx(rng, i) for i in range(150)]
+    logged = connect_with(tmp_path / "g.duckdb", MENTAT_LOG="always", **KEEP)
+    transact(logged, SCHEMA)
+    ref = serial_instance(tmp_path / "s.duckdb")
+    transact(ref, SCHEMA)
+    if seed % 2:
+        warm_index(logged)
+    rows, most = [], 0
+    for start in range(0, len(txs), 10):
+        rows += many(logged, txs[start:start + 10])
+        most = max(most, log_rows(logged))
+        if start % 30 == 0:  # a read between groups applies the log; the others leave it to grow
+            q(logged, "[:find (count ?e) . :where [?e :u/email]]")
+    serial = one_by_one(ref, txs)
+    assert most > 0, "no group went through the log"
+    assert [(r["tx"], r["error"] is None) for r in rows] == [(t, e is None) for t, e in serial]
+    assert log(logged) == log(ref)
+    # time travel at every tenth tx reads the same
+    for tx, _ in serial[::10]:
+        if tx is not None:
+            text = "[:find ?m ?n :where [?e :u/email ?m] [?e :u/n ?n]]"
+            assert sorted(q(logged, text, as_of=tx)) == sorted(q(ref, text, as_of=tx))
+
+
+WRITER = r"""
+import os, sys, duckdb
+con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+con.execute(f"LOAD '{sys.argv[2]}'")
+con.execute("SELECT * FROM mentat_transact(?)", [sys.argv[3]]).fetchall()
+con.execute("SELECT * FROM mentat_transact(?)", ['[' + ' '.join(f'{{:k/id {i} :k/n 0}}' for i in range(10)) + ']']).fetchall()
+con.execute("FROM mentat_q('[:find ?n . :in $ ?i :where [?e :k/id ?i] [?e :k/n ?n]]', inputs := '[1]')").fetchall()
+for i in range(10):
+    con.execute("SELECT * FROM mentat_transact(?)", [f'[[:db/add [:k/id {i}] :k/n {i * 10}]]']).fetchall()
+print(con.execute("SELECT count(*) FROM mentat.log").fetchone()[0], flush=True)
+os._exit(0)  # gone without a word, as a killed process: nothing applies the log on the way out
+"""
+
+
+READ_ONLY = r"""
+import sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True, config={"allow_unsigned_extensions": "true"})
+con.execute(f"LOAD '{sys.argv[2]}'")
+try:
+    print(con.execute("FROM mentat_q('[:find ?n :where [?e :k/n ?n]]')").fetchall())
+except duckdb.Error as e:
+    print(e)
+"""
+
+
+def test_a_log_left_by_a_writer_is_applied_when_the_store_is_opened(tmp_path):
+    db = tmp_path / "left.duckdb"
+    schema = ("[{:db/ident :k/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one "
+              ":db/unique :db.unique/identity} {:db/ident :k/n :db/valueType :db.type/long "
+              ":db/cardinality :db.cardinality/one}]")
+    env = {**__import__("os").environ, **KEEP}
+    out = subprocess.run([sys.executable, "-c", WRITER, str(db), str(EXT), schema], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    # :k/id 0 gets 0, its value already (a no-op leaving only its :db/txInstant, which is written to the tables);
+    # the other nine updates are three rows each
+    assert int(out.stdout) == 27, "the nine updates should have been left in the log"
+    # read-only (in a process of its own: mentat keeps a database it loaded into open), the log cannot be
+    # applied: the store refuses to open rather than answer without it
+    ro = subprocess.run([sys.executable, "-c", READ_ONLY, str(db), str(EXT)], capture_output=True, text=True,
+                        timeout=300)
+    assert "transaction log holds 27 datoms not yet applied" in ro.stdout, (ro.stdout, ro.stderr)
+    con = connect_with(db, **KEEP)
+    assert sorted(q(con, "[:find ?i ?n :where [?e :k/id ?i] [?e :k/n ?n]]")) == [(i, i * 10) for i in range(10)]
+    assert log_rows(con) == 0
+    # the next transaction gets the next tx entid: the applied log's transactions count
+    txs = [t for (t,) in q(con, "[:find ?tx :where [?tx :db/txInstant]]")]
+    assert transact(con, "[[:db/add [:k/id 1] :k/n 5]]")["tx"] == max(txs) + 1
+
+
+def test_the_background_indexer_applies_an_idle_log(tmp_path):
+    con = connect_with(tmp_path / "i.duckdb", MENTAT_LOG_IDLE_MS="50")
+    users(con, 10)
+    for k in range(5):
+        transact(con, f'[[:db/add [:u/email "u{k}@x"] :u/n {k + 1}]]')
+    deadline = time.time() + 10
+    while log_rows(con) and time.time() < deadline:
+        time.sleep(0.05)
+    assert log_rows(con) == 0
+    assert con.execute("SELECT count(*) FROM mentat.cur_" + str(
+        q(con, "[:find ?a . :where [?a :db/ident :u/n]]")[0][0]) + " WHERE v > 0").fetchone()[0] == 5
+
+
+def test_the_log_stays_under_its_size(tmp_path):
+    con = connect_with(tmp_path / "s.duckdb", MENTAT_LOG_ROWS="10", **KEEP)
+    users(con, 30)
+    sizes = []
+    for k in range(30):
+        transact(con, f'[[:db/add [:u/email "u{k}@x"] :u/n {k + 1}]]')
+        sizes.append(log_rows(con))
+    assert max(sizes) <= 10 and max(sizes) > 0
+    assert q(con, "[:find (sum ?n) . :where [?e :u/n ?n]]") == [(sum(range(1, 31)),)]
+
+
+def test_the_log_off_writes_the_tables(tmp_path):
+    con = connect_with(tmp_path / "o.duckdb", MENTAT_LOG_ROWS="0", **KEEP)
+    users(con, 5)
+    transact(con, '[[:db/add [:u/email "u1@x"] :u/n 9]]')
+    assert log_rows(con) == 0
+    assert q(con, "[:find ?n . :where [?e :u/email \"u1@x\"] [?e :u/n ?n]]") == [(9,)]
