@@ -141,9 +141,9 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
         // a member that failed after it changed the tables (its schema DDL): the group rolls back without it
         let mut failed: Option<(usize, StorageError)> = None;
         store.log.begin();
+        let mut trace = Trace::start();
         let outcome = crate::in_transaction(conn, || {
             let mut state = store.refresh(conn)?;
-            let mut trace = Trace::start();
             // parsed with the schema at the start; a member after a schema change is parsed again
             let parsed_with = state.schema.clone();
             let mut terms: Vec<Option<Result<Vec<Term>>>> =
@@ -203,9 +203,9 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
             trace.mark("members");
             let logged = pending.finish(conn, store, &state.schema, &state.parts)?;
             trace.mark(if logged.is_some() { "log" } else { "write" });
-            trace.print(&format!("group of {} ({} failed)", members.len(), refused.len()));
             Ok((pending.into_members(), refused, state, logged))
         });
+        trace.mark("commit");
         match outcome {
             Ok((applied, refused, state, logged)) => {
                 store.log.commit(logged);
@@ -213,6 +213,8 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                 let committed: Vec<Committed<'_>> =
                     applied.iter().map(|(_, a)| (a.report.tx, &a.written.0[..], &a.written.1[..])).collect();
                 store.index.apply_all(&committed);
+                trace.mark("index");
+                trace.print(&format!("group of {} ({} failed)", members.len(), refused.len()));
                 for (i, a) in applied {
                     results[i] = Some(Ok(a.report));
                 }
