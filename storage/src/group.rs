@@ -111,6 +111,7 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
         let msg = format!("{} is read-only ({why}): transactions cannot change it", store.name);
         return edns.iter().map(|_| Err(StorageError::Store(msg.clone()))).collect();
     }
+    let mut first_trace = Some(Trace::start());
     // on all cores when there is enough to parse (a handful of small texts parse faster than a pool hand-off)
     let bytes: usize = edns.iter().map(|t| t.len()).sum();
     let parsed: Vec<Result<Vec<edn_format::Value>>> = if edns.len() > 1 && bytes >= PARALLEL_PARSE_BYTES {
@@ -132,7 +133,13 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
             }
         }
     }
+    if let Some(t) = first_trace.as_mut() {
+        t.mark("edn");
+    }
     let _writer = store.lock_writer();
+    if let Some(t) = first_trace.as_mut() {
+        t.mark("lock");
+    }
     loop {
         let members: Vec<usize> = (0..results.len()).filter(|i| results[*i].is_none()).collect();
         if members.is_empty() {
@@ -141,7 +148,7 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
         // a member that failed after it changed the tables (its schema DDL): the group rolls back without it
         let mut failed: Option<(usize, StorageError)> = None;
         store.log.begin();
-        let mut trace = Trace::start();
+        let mut trace = first_trace.take().unwrap_or_else(Trace::start);
         let outcome = crate::in_transaction(conn, || {
             let mut state = store.refresh(conn)?;
             // parsed with the schema at the start; a member after a schema change is parsed again

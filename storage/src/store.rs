@@ -72,6 +72,15 @@ impl Store {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The store's writer lock if no one holds it now.
+    pub fn try_lock_writer(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.writer.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Takes the store's writer lock and applies its transaction log to the tables first (`txlog.rs`), on `conn`
     /// (which must have no transaction open): for writers that write or read the tables themselves.
     pub fn lock_writer_settled(&self, conn: &Connection) -> Result<MutexGuard<'_, ()>> {

@@ -332,7 +332,7 @@ impl Indexer {
         });
         let waiting: Arc<(Mutex<Waiting>, Condvar)> = Arc::default();
         let shared = waiting.clone();
-        std::thread::Builder::new().name("mentat-indexer".into()).spawn(move || run(conn, &shared))?;
+        std::thread::Builder::new().name("mentat-indexer".into()).spawn(move || run(conn, &shared, &idle))?;
         Ok(Indexer { waiting, idle })
     }
 
@@ -348,7 +348,7 @@ impl Indexer {
     }
 }
 
-fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar)) {
+fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration) {
     let (m, wake) = waiting;
     let mut w = m.lock().unwrap_or_else(|p| p.into_inner());
     loop {
@@ -364,15 +364,26 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar)) {
         }
         let stores: Vec<Arc<Store>> = due.iter().filter_map(|n| w.remove(n)).filter_map(|(s, _)| s.upgrade()).collect();
         drop(w);
+        let mut busy = Vec::new();
         for store in stores {
             let _busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
             if EXITING.load(Ordering::Acquire) {
                 return;
             }
+            // a group being written is no idle store: try again once it has been idle for a while (waiting for
+            // the lock instead put a whole apply between every two groups of a steady writer)
+            let Some(writer) = store.try_lock_writer() else {
+                busy.push(store);
+                continue;
+            };
             // a failure leaves the log for the next reader or group, which apply it and report
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle(&conn, &store)));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle_locked(&conn, &store)));
+            drop(writer);
         }
         w = m.lock().unwrap_or_else(|p| p.into_inner());
+        for store in busy {
+            w.entry(store.name.clone()).or_insert((Arc::downgrade(&store), Instant::now() + *idle));
+        }
     }
 }
 
