@@ -362,39 +362,54 @@ impl Pending {
             self.catch_up(schema);
         }
         let (dead, first) = (&self.dead, self.written);
-        let mut rows: Vec<crate::stage::StageRow<'_>> = Vec::new();
-        let mut attrs: BTreeSet<Entid> = BTreeSet::new();
-        let settings = store.log.settings;
-        let mut loggable = !self.flushed && settings.max_rows > 0;
-        let snap = store.index.snapshot();
-        let mut may_log = |a: Entid, added: bool| {
-            if a == planner::layout::DB_TX_INSTANT && added {
-                return true;
+        let unwritten = &self.members[first..];
+        let live = |k: usize, i: usize| !dead.contains(&(first + k, i));
+        // the group's attributes (a :db/txInstant assertion is every transaction's, and never read back by the
+        // transactor) and its rows, in one pass; then whether the log may take them, per attribute
+        let (mut attrs, mut tx_instant_retracted, mut n) = (BTreeSet::new(), false, 0usize);
+        for (k, (_, a)) in unwritten.iter().enumerate() {
+            for (d, _) in &a.written.1 {
+                attrs.insert(d.1);
+                tx_instant_retracted |= d.1 == planner::layout::DB_TX_INSTANT;
+                n += 1;
             }
-            attrs.insert(a);
-            let Some(attr) = schema.attribute(a) else { return false };
-            !transactor::is_schema_attr(a)
-                && !attr.fulltext
-                && attr.tuple.is_none()
-                && crate::eindex::indexable(attr.value_type)
-                && (snap.attr(a).is_some() || settings.always)
-        };
-        for (k, (_, a)) in self.members[first..].iter().enumerate() {
-            let tx = a.report.tx;
-            for (d, asserted) in &a.written.1 {
-                loggable &= may_log(d.1, false);
-                rows.push((d.1, d.0, Some(&d.2), false, *asserted, tx));
-            }
-            for (i, d) in a.written.0.iter().enumerate() {
-                if !dead.contains(&(first + k, i)) {
-                    loggable &= may_log(d.1, true);
-                    rows.push((d.1, d.0, Some(&d.2), true, tx, 0));
+            for (_, d) in a.written.0.iter().enumerate().filter(|(i, _)| live(k, *i)) {
+                if d.1 != planner::layout::DB_TX_INSTANT {
+                    attrs.insert(d.1);
                 }
+                n += 1;
             }
         }
-        let within = store.log.rows() + rows.len() <= settings.max_rows;
+        let settings = store.log.settings;
+        let snap = store.index.snapshot();
+        let loggable = !self.flushed
+            && settings.max_rows > 0
+            && !tx_instant_retracted
+            && attrs.iter().all(|a| {
+                schema.attribute(*a).is_some_and(|attr| {
+                    !transactor::is_schema_attr(*a)
+                        && !attr.fulltext
+                        && attr.tuple.is_none()
+                        && crate::eindex::indexable(attr.value_type)
+                        && (snap.attr(*a).is_some() || settings.always)
+                })
+            });
+        let within = store.log.rows() + n <= settings.max_rows;
         // a group of nothing but :db/txInstant datoms (empty transactions) gains nothing from the log
         if loggable && within && !attrs.is_empty() {
+            let mut rows: Vec<crate::stage::StageRow<'_>> = Vec::with_capacity(n);
+            for (k, (_, a)) in unwritten.iter().enumerate() {
+                let tx = a.report.tx;
+                rows.extend(a.written.1.iter().map(|(d, asserted)| (d.1, d.0, Some(&d.2), false, *asserted, tx)));
+                rows.extend(
+                    a.written
+                        .0
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| live(k, *i))
+                        .map(|(_, d)| (d.1, d.0, Some(&d.2), true, tx, 0)),
+                );
+            }
             let logged: BTreeSet<Entid> = rows.iter().map(|r| r.0).collect();
             let n = crate::txlog::append(conn, store, rows)?;
             transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
@@ -402,7 +417,6 @@ impl Pending {
             self.written = self.members.len();
             return Ok(Some((logged, n)));
         }
-        drop(rows);
         if !within || store.log.holds(Some(&attrs)) {
             crate::txlog::apply(conn, store, schema)?;
         }
