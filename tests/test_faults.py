@@ -385,7 +385,7 @@ def test_interrupting_transact_many_pull_many_and_with(con):
     expected = count()
     errors = {"transact_many": 0, "pull_many": 0, "with": 0}
     txs = ["[" + " ".join(f'{{:f/key "tm{k}-{i}" :f/n {i}}}' for i in range(20_000)) + "]" for k in range(8)]
-    for attempt, after in enumerate((0.05, 0.3, 0.8)):
+    for attempt, after in enumerate((0.05, 0.15, 0.3, 0.5, 0.8)):
         batch = [t.replace('"tm', f'"a{attempt}tm') for t in txs]
         took, out = interrupted(con, "SELECT error FROM mentat_transact_many(?::VARCHAR[])", [batch], after)
         if isinstance(out, duckdb.Error):

@@ -198,8 +198,11 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                     }
                     // an interrupt stops the whole group, not one member (the others would each meet it in turn)
                     Err(StorageError::Interrupted) => return Err(StorageError::Interrupted),
-                    // a schema change may have run DDL before it failed: only a rollback undoes that
-                    Err(e) if flush_first => {
+                    // a schema change may have run DDL before it failed, and an error of DuckDB's (an interrupted
+                    // statement among them) aborts DuckDB's transaction: only a rollback undoes either, and the
+                    // group runs again without the member (without any member once the caller has interrupted)
+                    Err(_) if crate::interrupt::requested() => return Err(StorageError::Interrupted),
+                    Err(e) if flush_first || matches!(e, StorageError::DuckDb(_)) => {
                         failed = Some((i, e));
                         return Err(StorageError::Store("a member of the group failed".into()));
                     }
@@ -237,7 +240,8 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
                     Some((i, e)) => results[i] = Some(Err(e)),
                     None => {
                         let msg = group_error.to_string();
-                        let interrupted = matches!(group_error, StorageError::Interrupted);
+                        let interrupted =
+                            matches!(group_error, StorageError::Interrupted) || crate::interrupt::requested();
                         for &i in &members {
                             results[i] = Some(Err(if interrupted {
                                 StorageError::Interrupted

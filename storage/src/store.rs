@@ -382,6 +382,9 @@ pub fn load_state(conn: &Connection, name: &StoreName) -> Result<StoreState> {
     };
     let rows = match read(&PROPS) {
         Ok(rows) => rows,
+        // Only a missing table means an older store: any other error (an interrupt, an I/O error) is the
+        // caller's, and a retry inside its transaction would only report "transaction is aborted" instead.
+        Err(StorageError::DuckDb(e)) if !e.to_string().contains("Catalog Error") => return Err(e.into()),
         Err(_) => {
             // A store written before the tuple attributes existed: give it their tables and bootstrap datoms
             // where the database is writable, else read it without them.
