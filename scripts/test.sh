@@ -30,4 +30,5 @@ MENTAT_GROUP_COMMIT=0 python3 -m pytest -q tests/test_transact.py tests/test_tx_
 # logged only the groups whose attributes an entity-shaped query had read in.
 MENTAT_LOG=always MENTAT_LOG_IDLE_MS=600000 python3 -m pytest -q tests/test_transact.py tests/test_tx_functions.py \
   tests/test_store.py tests/test_concurrency.py tests/test_group_commit.py tests/test_with.py tests/test_time_travel.py \
-  tests/test_tuples.py tests/test_value_types.py tests/test_query.py tests/test_pull.py tests/test_fulltext.py
+  tests/test_tuples.py tests/test_value_types.py tests/test_query.py tests/test_pull.py tests/test_fulltext.py \
+  tests/test_txlog.py tests/test_session.py

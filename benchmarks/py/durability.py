@@ -67,8 +67,22 @@ threading.Event().wait()
 READ = r"""
 import json, sys, duckdb
 con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
-logged = con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'mentat' AND table_name = 'log'").fetchone()[0]
-logged = logged and con.execute("SELECT count(*) FROM mentat.log").fetchone()[0]
+# datoms the killed writer left in the log file (storage/src/logfile.rs), past the mark of the last record applied
+import os, struct
+try:
+    mark = con.execute("SELECT max(value::UBIGINT) FROM mentat.meta WHERE key = 'log_applied'").fetchone()[0] or 0
+except duckdb.CatalogException:  # killed before the store was made
+    mark = 0
+path, logged = sys.argv[1] + ".mentat.txlog", 0
+b = open(path, "rb").read() if os.path.exists(path) else b""
+at = 16
+while at + 8 <= len(b):
+    size = struct.unpack_from("<I", b, at)[0]
+    if at + 8 + size > len(b):
+        break
+    seq, rows = struct.unpack_from("<QI", b, at + 8)
+    logged += rows if seq > mark else 0
+    at += 8 + size
 con.execute(f"LOAD '{sys.argv[2]}'")
 if len(sys.argv) > 3:
     con.execute("SELECT * FROM mentat_transact(?)", [sys.argv[3]]).fetchall()

@@ -216,9 +216,18 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
             Ok((pending.into_members(), refused, state, logged))
         });
         trace.mark("commit");
+        // a logged group is durable once its record is synced to the log file, after DuckDB's COMMIT (which
+        // wrote at most partition marks and an apply of earlier records): a failed sync fails the whole group
+        let outcome = outcome.and_then(|(applied, refused, state, logged)| {
+            let synced = logged.is_some();
+            store.log.commit(logged)?;
+            if synced {
+                trace.mark("sync");
+            }
+            Ok((applied, refused, state))
+        });
         match outcome {
-            Ok((applied, refused, state, logged)) => {
-                store.log.commit(logged);
+            Ok((applied, refused, state)) => {
                 store.commit_state(state, &[], &[]);
                 let committed: Vec<Committed<'_>> =
                     applied.iter().map(|(_, a)| (a.report.tx, &a.written.0[..], &a.written.1[..])).collect();

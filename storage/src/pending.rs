@@ -350,14 +350,15 @@ impl Pending {
     /// Ends the group: its datoms go to the store's transaction log when it may take them (see `txlog.rs`: the
     /// group wrote nothing to the tables itself, the entity index holds every attribute it wrote, and the log
     /// stays under its size), else to the tables, after the log when the log holds one of the group's
-    /// attributes or would pass its size. Returns the attributes and rows logged, for [`crate::txlog::TxLog::commit`].
+    /// attributes or would pass its size. Returns the datoms to log, which [`crate::txlog::TxLog::commit`] makes
+    /// durable after the DuckDB transaction commits.
     pub fn finish(
         &mut self,
         conn: &duckdb::Connection,
         store: &Store,
         schema: &Schema,
         parts: &Partitions,
-    ) -> Result<Option<(BTreeSet<Entid>, usize)>> {
+    ) -> Result<Option<crate::txlog::Logged>> {
         if self.members.len() - self.written > 1 {
             self.catch_up(schema);
         }
@@ -396,26 +397,25 @@ impl Pending {
             });
         let within = store.log.rows() + n <= settings.max_rows;
         // a group of nothing but :db/txInstant datoms (empty transactions) gains nothing from the log
-        if loggable && within && !attrs.is_empty() {
-            let mut rows: Vec<crate::stage::StageRow<'_>> = Vec::with_capacity(n);
+        if loggable && within && !attrs.is_empty() && crate::txlog::prepare(conn, store)? {
+            let mut rows: Vec<crate::logfile::LogRow> = Vec::with_capacity(n);
             for (k, (_, a)) in unwritten.iter().enumerate() {
                 let tx = a.report.tx;
-                rows.extend(a.written.1.iter().map(|(d, asserted)| (d.1, d.0, Some(&d.2), false, *asserted, tx)));
+                rows.extend(a.written.1.iter().map(|(d, asserted)| (d.1, d.0, d.2.clone(), false, *asserted, tx)));
                 rows.extend(
                     a.written
                         .0
                         .iter()
                         .enumerate()
                         .filter(|(i, _)| live(k, *i))
-                        .map(|(_, d)| (d.1, d.0, Some(&d.2), true, tx, 0)),
+                        .map(|(_, d)| (d.1, d.0, d.2.clone(), true, tx, 0)),
                 );
             }
-            let logged: BTreeSet<Entid> = rows.iter().map(|r| r.0).collect();
-            let n = crate::txlog::append(conn, store, rows)?;
+            let attrs: BTreeSet<Entid> = rows.iter().map(|r| r.0).collect();
             transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
             self.parts_written = *parts;
             self.written = self.members.len();
-            return Ok(Some((logged, n)));
+            return Ok(Some(crate::txlog::Logged { attrs, rows }));
         }
         if !within || store.log.holds(Some(&attrs)) {
             crate::txlog::apply(conn, store, schema)?;

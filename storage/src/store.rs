@@ -93,10 +93,12 @@ impl Store {
     /// unless another DuckDB instance wrote the store since it was read (the file was detached, written by
     /// another process and attached again): then the partition marks differ, and the whole state is read again
     /// and cached. Two small queries, made only for stores in an attached catalog: the instance's default
-    /// database stays locked by this process while the extension is loaded, so no one else can write it.
+    /// database stays locked by this process while the extension is loaded, so no one else can write it. Not
+    /// while the store's transaction log holds datoms: the tables then lag behind the cache by exactly the log
+    /// (their newest `:db/txInstant` is older), and reading the state from them would hand out tx entids again.
     pub fn refresh(&self, conn: &Connection) -> Result<StoreState> {
         let cached = self.state();
-        if self.name.catalog.is_none() {
+        if self.name.catalog.is_none() || !self.log.is_empty() {
             return Ok(cached);
         }
         let mut parts = cached.parts;
@@ -205,11 +207,11 @@ impl Registry {
             create_store(conn, name)?;
         }
         let mut state = load_state(conn, name)?;
-        let (log_table, recovered) = crate::txlog::recover(conn, name, &state.schema)?;
+        let read_only = crate::parquet::read_only(conn, name)?;
+        let (log, recovered) = crate::txlog::recover(conn, name, &state.schema, self.log, read_only.is_some())?;
         if recovered {
             state = load_state(conn, name)?;
         }
-        let read_only = crate::parquet::read_only(conn, name)?;
         let store = Arc::new(Store {
             read_only,
             name: name.clone(),
@@ -219,7 +221,7 @@ impl Registry {
             catalog_oid,
             index: Default::default(),
             queue: Default::default(),
-            log: crate::txlog::TxLog::opened(log_table, self.log),
+            log,
         });
         stores.insert(name.clone(), store.clone());
         Ok(store)

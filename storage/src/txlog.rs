@@ -4,34 +4,49 @@
 //! Every DuckDB table a transaction touches costs 0.5 to 1.5 ms on this machine however few rows it moves (see the
 //! README's statement costs), and a single-datom update touches four (`cur_` delete and insert, `hist_`, the
 //! `:db/txInstant` datom) plus, in a group of many, a `DELETE ... USING` that scans the whole `cur_` table (20 to
-//! 30 ms at scale m). So a group whose datoms the entity index can answer for writes them instead as rows of one
-//! table, `log` (the staging shape: attribute, entity, value in its staging column, added, tx, and the tx that
-//! retracts), one append and the COMMIT; the log is *applied* to the attribute tables later, set-based, many
-//! transactions at once:
+//! 30 ms at scale m). So a group whose datoms the entity index can answer for keeps them out of DuckDB: they are
+//! appended as one record to the store's log file and synced (`logfile.rs`; a store of an in-memory database keeps
+//! them in memory only, as it keeps everything), kept in memory in the staging shape (attribute, entity, value,
+//! added, tx, and the tx that retracts), and *applied* to the attribute tables later, set-based, many transactions
+//! at once. The DuckDB transaction of such a group writes nothing, or only partition marks; the caller is told
+//! after the record is synced.
+//!
+//! Design history: the first version of the log was a DuckDB table, `log`, written in the group's transaction (one
+//! append and the COMMIT instead of four table operations): 0.6 to 1.2 ms for the append (a prepared INSERT of a
+//! few rows, or the appender) and 0.5 to 0.7 ms for the COMMIT, against 0.1 to 0.3 ms for an append and
+//! `fdatasync` of our own file (storage/README.md has the figures). The table is still where an apply stages the
+//! rows, and where a store of that version may have left some (applied at open).
 //!
 //! - **What may be logged**: a group that wrote nothing to the tables itself (no schema change, no
 //!   `:db/retractEntity`), all of whose attributes the entity index holds (so the transactor's reads of them never
 //!   go to the tables) and none of which is fulltext or a schema attribute; `:db/txInstant` datoms go with them.
 //!   Anything else is written to the tables as before, after the log is applied when it holds one of the group's
 //!   attributes (so that per attribute, datoms reach the tables in tx order).
-//! - **Applied**: per logged attribute, the logged retractions leave `cur_` (matched on entity, value and the tx
-//!   that asserted them) and enter `hist_`; the logged assertions not retracted later in the log enter `cur_`;
-//!   the log is emptied. One DuckDB transaction, so a crash leaves the log or its result, never half of each.
+//! - **Applied**: the rows are staged in the `log` table; per logged attribute, the logged retractions leave `cur_`
+//!   (matched on entity, value and the tx that asserted them) and enter `hist_`; the logged assertions not
+//!   retracted later in the log enter `cur_`; the table is emptied and the sequence number of the last record
+//!   applied is written to the store's `meta` table; one DuckDB transaction, after which the file is emptied. A
+//!   crash leaves the records or their result, and records at or below the mark are never applied again.
 //! - **When**: in the background once no transaction has been logged for a while ([`Settings::idle`], [`Indexer`]); before any
 //!   read of the tables (every SQL query, export, import, fulltext search and index build settles the log first,
 //!   through [`settle`]; entity-path reads answer from the index and need not); inside a group, before the
 //!   transactor reads an attribute from the tables that the log holds; when the log would pass [`Settings::max_rows`]; and
-//!   when a store is opened with a non-empty log (a writer that stopped before applying it). A database opened
-//!   read-only whose log holds datoms cannot apply them: its stores refuse to open, with an error that says so.
+//!   when a store is opened with records in its log file past the mark (a writer that stopped before applying
+//!   them). A database opened read-only whose log holds datoms cannot apply them: its stores refuse to open, with
+//!   an error that says so.
+//! - **Stores in a catalog attached again**: the log file is named after the database file, so it follows the file
+//!   whatever the catalog is called; a store whose catalog was detached leaves its records in the file for the
+//!   next open. Copying a database file while its log holds records copies the tables without them: `mentat_sync()`
+//!   first (or let the store sit idle for a moment).
 //!
 //! The tables are therefore always the state as of some transaction (a prefix of the log's order), and every
 //! mentat read sees every acknowledged transaction. `MENTAT_LOG_ROWS=0` turns the log off (every group writes
 //! the tables), so the tests can run both ways.
 
 use crate::error::{Result, StorageError};
-use crate::stage::{self, StageRow};
+use crate::logfile::{self, LogFile, LogRow, Records};
+use crate::stage;
 use crate::store::Store;
-use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::StoreName;
 use planner::schema::{Entid, Schema};
@@ -91,11 +106,30 @@ pub struct TxLog {
 #[derive(Default)]
 struct LogState {
     attrs: BTreeSet<Entid>,
-    rows: usize,
-    /// The log table exists (it is created by the first group that logs).
+    /// The logged datoms not applied yet, in log order (also in the file, when there is one).
+    pending: Vec<LogRow>,
+    /// The log file, for a store in a database file (an in-memory database has none: nothing of it outlives the
+    /// process anyway).
+    file: Option<LogFile>,
+    /// Where the log file goes (None: an in-memory database, or a store mentat does not write).
+    path: Option<std::path::PathBuf>,
+    /// The log file could not be made: the store's groups write the tables.
+    off: bool,
+    /// The log id was made by the open transaction: a rollback takes it back, and the file opened with it.
+    id_open: bool,
+    /// The sequence number of the last record written (the file's records count on from the applied mark).
+    seq: u64,
+    /// The `log` table, where an apply stages the rows, exists.
     table: bool,
     /// The open transaction of the writer lock's holder has applied the log (undone by a rollback).
     applied_open: bool,
+}
+
+/// A group's logged datoms: the attributes and the rows (assertions `(a, e, v, true, tx, 0)`, retractions
+/// `(a, e, v, false, tx that asserted, tx that retracts)`).
+pub struct Logged {
+    pub attrs: BTreeSet<Entid>,
+    pub rows: Vec<LogRow>,
 }
 
 impl TxLog {
@@ -111,7 +145,7 @@ impl TxLog {
     /// Whether the writer's open transaction still sees logged rows of `attrs` in the log (None: of any attribute).
     pub fn holds(&self, attrs: Option<&BTreeSet<Entid>>) -> bool {
         let s = self.lock();
-        !s.applied_open && s.rows > 0 && attrs.is_none_or(|a| !s.attrs.is_disjoint(a))
+        !s.applied_open && !s.pending.is_empty() && attrs.is_none_or(|a| !s.attrs.is_disjoint(a))
     }
 
     /// Rows the writer's open transaction sees in the log.
@@ -120,7 +154,7 @@ impl TxLog {
         if s.applied_open {
             0
         } else {
-            s.rows
+            s.pending.len()
         }
     }
 
@@ -129,77 +163,146 @@ impl TxLog {
         self.lock().applied_open = false;
     }
 
-    /// The writer's transaction committed, having appended `logged` (attributes, rows) to the log.
-    pub fn commit(&self, logged: Option<(BTreeSet<Entid>, usize)>) {
+    /// The writer's DuckDB transaction committed, having applied the log or not, and `logged` is to be added:
+    /// written to the log file and synced (the group is durable, and may be acknowledged, once this returns Ok),
+    /// then kept for the next apply. Errors: [`StorageError::Store`] when the file cannot be written; the log is
+    /// then as it was (less what the transaction applied), and the group must fail.
+    pub fn commit(&self, logged: Option<Logged>) -> Result<()> {
         let mut s = self.lock();
+        s.id_open = false;
         if s.applied_open {
             s.attrs.clear();
-            s.rows = 0;
+            s.pending.clear();
             s.applied_open = false;
+            if let Some(f) = s.file.as_mut() {
+                // a failure leaves applied records in the file, below the applied mark: never applied again
+                let _ = f.clear();
+            }
         }
-        if let Some((attrs, rows)) = logged {
-            s.attrs.extend(attrs);
-            s.rows += rows;
-            s.table = true;
-        }
-        self.nonempty.store(s.rows > 0, Ordering::Release);
+        let out = match logged {
+            Some(l) if !l.rows.is_empty() => {
+                let seq = s.seq + 1;
+                let written = match s.file.as_mut() {
+                    Some(f) => f.append(seq, &l.rows),
+                    None => Ok(()),
+                };
+                if written.is_ok() {
+                    s.seq = seq;
+                    s.attrs.extend(l.attrs);
+                    s.pending.extend(l.rows);
+                }
+                written
+            }
+            _ => Ok(()),
+        };
+        self.nonempty.store(!s.pending.is_empty(), Ordering::Release);
+        out
     }
 
     /// The writer's transaction rolled back: the log is what it was before it.
     pub fn rollback(&self) {
-        self.lock().applied_open = false;
-    }
-
-    /// The log of a store just opened: empty (applied by [`recover`]), its table present or not.
-    pub fn opened(table: bool, settings: Settings) -> TxLog {
-        let log = TxLog { settings, ..Default::default() };
-        log.lock().table = table;
-        log
-    }
-}
-
-/// Appends a group's datoms to the log inside the writer's open transaction (creating the table on first use):
-/// `rows` in the staging shape, assertions `(a, e, v, true, tx, 0)` and retractions `(a, e, v, false, tx that
-/// asserted, tx that retracts)`. Returns how many rows went in.
-pub fn append(conn: &Connection, store: &Store, rows: Vec<StageRow<'_>>) -> Result<usize> {
-    let exists = store.log.lock().table;
-    if !exists {
-        conn.execute_batch(&table_ddl(&store.name))?;
-    }
-    if rows.len() > SMALL_APPEND {
-        return stage::append(conn, TABLE, Some(&store.name), rows);
-    }
-    // A few rows cost less as one prepared INSERT than as an appender, whose flush costs ~0.85 ms however few
-    // rows it holds (measured: a single-datom transaction's three rows).
-    use duckdb::types::Value as P;
-    let mut params: Vec<P> = Vec::with_capacity(rows.len() * 10);
-    for (a, e, v, added, tx, rtx) in &rows {
-        let mut cols = [P::Null, P::Null, P::Null, P::Null, P::Null];
-        if let Some(v) = v {
-            let at = match v {
-                Val::Ref(_) | Val::Long(_) | Val::Instant(_) => 0,
-                Val::Double(_) | Val::Float(_) => 1,
-                Val::Str(_) | Val::Uuid(_) | Val::BigInt(_) | Val::BigDec(_) | Val::Tuple(_) => 2,
-                Val::Bool(_) => 3,
-                Val::Bytes(_) => 4,
-            };
-            cols[at] = stage::param(v);
+        let mut s = self.lock();
+        s.applied_open = false;
+        if s.id_open {
+            s.file = None;
+            s.id_open = false;
         }
-        params.push(P::BigInt(*a));
-        params.push(P::BigInt(*e));
-        params.extend(cols);
-        params.push(P::Boolean(*added));
-        params.push(P::BigInt(*tx));
-        params.push(P::BigInt(*rtx));
     }
-    let row = "(?, ?, ?::BIGINT, ?::DOUBLE, ?::VARCHAR, ?::BOOLEAN, ?::BLOB, ?, ?, ?)";
-    let sql = format!("INSERT INTO {} VALUES {}", store.name.table(TABLE), vec![row; rows.len()].join(", "));
-    conn.prepare_cached(&sql)?.execute(duckdb::params_from_iter(params))?;
-    Ok(rows.len())
 }
 
-/// Rows a log append writes with one prepared INSERT rather than the appender.
-const SMALL_APPEND: usize = 12;
+/// Applies the log to the attribute tables inside the writer's open transaction (see the module docs): stages its
+/// rows in the store's `log` table, applies them, empties the table and records the last record applied (the
+/// `meta` key `log_applied`). Call under the writer lock; [`TxLog::commit`] makes it count once the transaction
+/// commits. Returns the rows applied.
+pub fn apply(conn: &Connection, store: &Store, schema: &Schema) -> Result<usize> {
+    apply_log(conn, &store.name, &store.log, schema)
+}
+
+fn apply_log(conn: &Connection, name: &StoreName, log: &TxLog, schema: &Schema) -> Result<usize> {
+    let mut s = log.lock();
+    if s.applied_open || s.pending.is_empty() {
+        return Ok(0);
+    }
+    if !s.table {
+        conn.execute_batch(&table_ddl(name))?;
+        s.table = true;
+    }
+    let rows = s.pending.iter().map(|(a, e, v, added, tx, rtx)| (*a, *e, Some(v), *added, *tx, *rtx));
+    stage::append(conn, TABLE, Some(name), rows)?;
+    let n = apply_table(conn, name, schema)?;
+    if s.file.is_some() {
+        set_meta(conn, name, APPLIED, &s.seq.to_string())?;
+    }
+    s.applied_open = true;
+    Ok(n)
+}
+
+/// Makes the log ready to take a group inside the writer's open transaction: for a store in a database file,
+/// opens its log file, first giving the store a log id (written in that transaction, so committed before the
+/// file's first record is). Returns false when the store cannot log (its log file cannot be made beside the
+/// database file, e.g. a read-only directory): the group then writes the tables, as every later one will.
+pub fn prepare(conn: &Connection, store: &Store) -> Result<bool> {
+    let mut s = store.log.lock();
+    if s.off {
+        return Ok(false);
+    }
+    let Some(path) = s.path.clone() else { return Ok(true) };
+    if s.file.is_some() {
+        return Ok(true);
+    }
+    let id = match get_meta(conn, &store.name, LOG_ID)?.and_then(|v| v.parse::<u64>().ok()) {
+        Some(id) => id,
+        None => {
+            let id = new_log_id();
+            set_meta(conn, &store.name, LOG_ID, &id.to_string())?;
+            s.id_open = true;
+            id
+        }
+    };
+    match LogFile::open(&path, id) {
+        // the records a file may hold were applied when the store was opened (or are not this store's)
+        Ok((file, _)) => {
+            s.file = Some(file);
+            Ok(true)
+        }
+        Err(_) => {
+            s.off = true;
+            Ok(false)
+        }
+    }
+}
+
+/// A log id: random enough that a database file replaced by another never shares its predecessor's.
+fn new_log_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The `meta` key of the sequence number of the last log record applied to the tables.
+const APPLIED: &str = "log_applied";
+/// The `meta` key of the store's log id (the log file's header carries it).
+const LOG_ID: &str = "log_id";
+
+fn set_meta(conn: &Connection, name: &StoreName, key: &str, value: &str) -> Result<()> {
+    let meta = name.table("meta");
+    // one statement once the key is there (every apply writes its mark)
+    if conn.prepare_cached(&format!("UPDATE {meta} SET value = $2 WHERE key = $1"))?.execute([key, value])? == 0 {
+        conn.prepare_cached(&format!("INSERT INTO {meta} VALUES ($1, $2)"))?.execute([key, value])?;
+    }
+    Ok(())
+}
+
+fn get_meta(conn: &Connection, name: &StoreName, key: &str) -> Result<Option<String>> {
+    let mut st = conn.prepare_cached(&format!("SELECT value FROM {} WHERE key = $1", name.table("meta")))?;
+    let mut rows = st.query([key])?;
+    Ok(match rows.next()? {
+        Some(r) => Some(r.get(0)?),
+        None => None,
+    })
+}
 
 fn table_ddl(name: &StoreName) -> String {
     format!(
@@ -207,17 +310,6 @@ fn table_ddl(name: &StoreName) -> String {
          v_bool BOOLEAN, v_blob BLOB, added BOOLEAN, tx BIGINT, rtx BIGINT)",
         name.table(TABLE)
     )
-}
-
-/// Applies the log to the attribute tables inside the writer's open transaction (see the module docs) and
-/// empties it. Call under the writer lock; [`TxLog::commit`] makes it count once the transaction commits.
-pub fn apply(conn: &Connection, store: &Store, schema: &Schema) -> Result<usize> {
-    if !store.log.holds(None) {
-        return Ok(0);
-    }
-    let n = apply_table(conn, &store.name, schema)?;
-    store.log.lock().applied_open = true;
-    Ok(n)
 }
 
 /// Applies the log table of store `name` and empties it; returns how many rows it held.
@@ -272,7 +364,7 @@ pub fn settle_locked(conn: &Connection, store: &Store) -> Result<usize> {
     let schema = store.schema();
     match crate::in_transaction(conn, || apply(conn, store, &schema)) {
         Ok(n) => {
-            store.log.commit(None);
+            store.log.commit(None)?;
             Ok(n)
         }
         Err(e) => {
@@ -282,32 +374,102 @@ pub fn settle_locked(conn: &Connection, store: &Store) -> Result<usize> {
     }
 }
 
-/// Reads the log of a store being opened: applies it when the database can be written (a writer stopped before
-/// it applied its log), else fails, since reads of the tables would miss acknowledged transactions. Returns
-/// whether the log table exists and whether anything was applied (the caller then reads the store's state again).
-pub fn recover(conn: &Connection, name: &StoreName, schema: &Schema) -> Result<(bool, bool)> {
-    let (exists, read_only): (i64, bool) = conn.query_row(
+/// Reads the log of a store being opened and applies what it holds when the database can be written (a writer
+/// stopped before it applied its log: rows in the `log` table, or records in the log file past the applied mark),
+/// else fails, since reads of the tables would miss acknowledged transactions. `read_only` says that mentat does
+/// not write the store (an attached Parquet export). Returns the store's log and whether anything was applied
+/// (the caller then reads the store's state again).
+pub fn recover(
+    conn: &Connection,
+    name: &StoreName,
+    schema: &Schema,
+    settings: Settings,
+    read_only: bool,
+) -> Result<(TxLog, bool)> {
+    let (exists, db_read_only, db): (i64, bool, Option<String>) = conn.query_row(
         "SELECT (SELECT count(*) FROM duckdb_tables() t WHERE t.database_name = d.database_name \
-         AND t.schema_name = $1 AND t.table_name = $2), d.readonly FROM duckdb_databases() d \
+         AND t.schema_name = $1 AND t.table_name = $2), d.readonly, d.path FROM duckdb_databases() d \
          WHERE d.database_name = coalesce($3, current_database())",
         duckdb::params![name.schema, TABLE, name.catalog],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    if exists == 0 {
-        return Ok((false, false));
-    }
-    let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {}", name.table(TABLE)), [], |r| r.get(0))?;
-    if rows == 0 {
-        return Ok((true, false));
-    }
-    if read_only {
-        return Err(StorageError::Store(format!(
+    let refuse = |rows: usize| {
+        StorageError::Store(format!(
             "{name}: its transaction log holds {rows} datoms not yet applied to its tables (the writer stopped \
              before applying them); open the database read-write once to apply them"
-        )));
+        ))
+    };
+    let mut recovered = false;
+    // rows in the table: left by a version of mentat that logged into the table itself
+    if exists > 0 {
+        let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {}", name.table(TABLE)), [], |r| r.get(0))?;
+        if rows > 0 && db_read_only {
+            return Err(refuse(rows as usize));
+        }
+        if rows > 0 {
+            crate::in_transaction(conn, || apply_table(conn, name, schema))?;
+            recovered = true;
+        }
     }
-    crate::in_transaction(conn, || apply_table(conn, name, schema))?;
-    Ok((true, true))
+    let log = TxLog { settings, ..Default::default() };
+    log.lock().table = exists > 0;
+    let Some(db) = db.filter(|p| !p.is_empty() && p != ":memory:") else {
+        return Ok((log, recovered));
+    };
+    if read_only {
+        return Ok((log, recovered));
+    }
+    // the file follows the database file whatever the working directory is later; a database that is not a
+    // local file (a remote one) gets no log: its groups write the tables
+    let Ok(db) = std::fs::canonicalize(&db) else {
+        log.lock().off = true;
+        return Ok((log, recovered));
+    };
+    let path = logfile::path_for(&db.to_string_lossy(), &name.schema);
+    let applied = get_meta(conn, name, APPLIED)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let id = get_meta(conn, name, LOG_ID)?.and_then(|v| v.parse::<u64>().ok());
+    let waiting = |records: Records| -> Vec<LogRow> {
+        records.into_iter().filter(|(seq, _)| *seq > applied).flat_map(|(_, rows)| rows).collect()
+    };
+    if db_read_only {
+        let rows = match id {
+            Some(id) => waiting(LogFile::peek(&path, id)?),
+            None => Vec::new(),
+        };
+        if !rows.is_empty() {
+            return Err(refuse(rows.len()));
+        }
+        return Ok((log, recovered));
+    }
+    {
+        let mut s = log.lock();
+        s.path = Some(path.clone());
+        s.seq = applied;
+    }
+    let Some(id) = id else { return Ok((log, recovered)) };
+    let (file, records) = LogFile::open(&path, id)?;
+    let last = records.last().map_or(0, |r| r.0);
+    let rows = waiting(records);
+    {
+        let mut s = log.lock();
+        s.file = Some(file);
+        s.seq = applied.max(last);
+        s.attrs = rows.iter().map(|r| r.0).collect();
+        s.pending = rows;
+        log.nonempty.store(!s.pending.is_empty(), Ordering::Release);
+    }
+    if !log.is_empty() {
+        log.begin();
+        match crate::in_transaction(conn, || apply_log(conn, name, &log, schema)) {
+            Ok(_) => log.commit(None)?,
+            Err(e) => {
+                log.rollback();
+                return Err(e);
+            }
+        }
+        recovered = true;
+    }
+    Ok((log, recovered))
 }
 
 /// Stores with a log to apply, and when.
