@@ -159,6 +159,30 @@ def test_a_log_left_by_a_writer_is_applied_when_the_store_is_opened(tmp_path):
     assert transact(con, "[[:db/add [:k/id 1] :k/n 5]]")["tx"] == max(txs) + 1
 
 
+def test_a_log_file_left_beside_a_replaced_database_is_never_applied_to_the_new_one(tmp_path):
+    """The file carries the store's log id (kept in its meta table): a database deleted and made again under the
+    same name meets its predecessor's records, which belong to another store, and ignores them."""
+    db = tmp_path / "again.duckdb"
+    schema = ("[{:db/ident :k/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one "
+              ":db/unique :db.unique/identity} {:db/ident :k/n :db/valueType :db.type/long "
+              ":db/cardinality :db.cardinality/one}]")
+    env = {**__import__("os").environ, **KEEP}
+    out = subprocess.run([sys.executable, "-c", WRITER, str(db), str(EXT), schema], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert file_rows(db) == 27
+    for f in (db, pathlib.Path(f"{db}.wal")):
+        f.unlink(missing_ok=True)
+    con = connect_with(db, **KEEP)
+    transact(con, schema)
+    transact(con, "[{:k/id 1 :k/n 7}]")
+    warm = q(con, "[:find ?n . :in $ ?i :where [?e :k/id ?i] [?e :k/n ?n]]", "[1]")
+    assert warm == [(7,)]
+    transact(con, "[[:db/add [:k/id 1] :k/n 8]]")  # logged: the file is this store's now, the old records gone
+    assert file_rows(db) == 3
+    assert sorted(q(con, "[:find ?i ?n :where [?e :k/id ?i] [?e :k/n ?n]]")) == [(1, 8)]
+
+
 def test_the_background_indexer_applies_an_idle_log(tmp_path):
     con = connect_with(tmp_path / "i.duckdb", MENTAT_LOG_IDLE_MS="50")
     users(con, 10)
