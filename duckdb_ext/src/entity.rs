@@ -366,14 +366,13 @@ fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]
             // Leave the call that needed the attribute the machine while it answers through SQL: on two cores a
             // read started at once made a first call in a new process 2.5x slower (20 to 50 ms at scale m).
             std::thread::sleep(BACKGROUND_DELAY);
-            if let Ok(conn) = instance.pool.get() {
-                match reader.lock_writer_settled(&conn) {
-                    Ok(_writer) => {
-                        let _ = reader.index.build(&conn, &reader.name, &attr);
-                    }
-                    Err(_) => reader.index.stop_building(attr.entid),
-                }
-            } else {
+            // not while the process exits (see storage::txlog::background)
+            let built = storage::txlog::background(|| {
+                let conn = instance.pool.get().ok()?;
+                let _writer = reader.lock_writer_settled(&conn).ok()?;
+                reader.index.build(&conn, &reader.name, &attr).ok()
+            });
+            if built.flatten().is_none() {
                 reader.index.stop_building(attr.entid);
             }
         });

@@ -495,11 +495,7 @@ impl Indexer {
     /// Starts the indexer's thread on `conn` (a connection of its own to the stores' database); it applies a
     /// log `idle` after its last logged commit.
     pub fn start(conn: Connection, idle: Duration) -> std::io::Result<Indexer> {
-        static AT_EXIT: std::sync::Once = std::sync::Once::new();
-        // SAFETY: registers a plain function with the C library, which calls it once when the process exits.
-        AT_EXIT.call_once(|| unsafe {
-            atexit(stop_at_exit);
-        });
+        register_exit_handler();
         let waiting: Arc<(Mutex<Waiting>, Condvar)> = Arc::default();
         let shared = waiting.clone();
         // the indexer applies logs with the transactor's writer, which stages larger sets in temporary tables
@@ -538,19 +534,20 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration) {
         drop(w);
         let mut busy = Vec::new();
         for store in stores {
-            let _busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
-            if EXITING.load(Ordering::Acquire) {
+            let ran = background(|| {
+                // a group being written is no idle store: try again once it has been idle for a while (waiting
+                // for the lock instead put a whole apply between every two groups of a steady writer)
+                let Some(writer) = store.try_lock_writer() else {
+                    busy.push(store.clone());
+                    return;
+                };
+                // a failure leaves the log for the next reader or group, which apply it and report
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle_locked(&conn, &store)));
+                drop(writer);
+            });
+            if ran.is_none() {
                 return;
             }
-            // a group being written is no idle store: try again once it has been idle for a while (waiting for
-            // the lock instead put a whole apply between every two groups of a steady writer)
-            let Some(writer) = store.try_lock_writer() else {
-                busy.push(store);
-                continue;
-            };
-            // a failure leaves the log for the next reader or group, which apply it and report
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle_locked(&conn, &store)));
-            drop(writer);
         }
         w = m.lock().unwrap_or_else(|p| p.into_inner());
         for store in busy {
@@ -559,12 +556,42 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration) {
     }
 }
 
-/// Set when the process exits: the indexer starts nothing more.
+/// Set when the process exits: background work starts nothing more.
 static EXITING: AtomicBool = AtomicBool::new(false);
-/// Held by the indexer while it applies a log, and by the exit handler: a process that exits waits for an apply
-/// under way, and then no apply runs while DuckDB's own static data is torn down (a thread inside DuckDB then
-/// crashed the exiting process).
+/// Held by background work while it runs (the indexer's applies, the entity index's background reads), and by the
+/// exit handler: a process that exits waits for the work under way, and then none runs while DuckDB's own static
+/// data is torn down (a thread inside DuckDB then crashed the exiting process).
 static BUSY: Mutex<()> = Mutex::new(());
+
+/// Runs `f`, work of a background thread of ours that calls into DuckDB, unless the process is exiting (then
+/// None). The C library runs exit handlers in the reverse order of their registration, and DuckDB registers the
+/// destructor of a function-local static when the static is first used, which is mostly after mentat was loaded:
+/// a handler registered once at load ran after DuckDB had destroyed such statics (its identifier quoting, used by
+/// an appender flush of the indexer's apply, crashed an exiting Python process about three times in four after a
+/// burst of writes). So the handler is registered again before background work, up to [`EXIT_HANDLERS`] times
+/// (each one is a few bytes the C library keeps for good; DuckDB's statics are first used early in a process).
+pub fn background<T>(f: impl FnOnce() -> T) -> Option<T> {
+    let _busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
+    if EXITING.load(Ordering::Acquire) {
+        return None;
+    }
+    register_exit_handler();
+    Some(f())
+}
+
+/// How many times [`background`] registers the exit handler at most.
+const EXIT_HANDLERS: usize = 1024;
+
+fn register_exit_handler() {
+    static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if REGISTERED.fetch_add(1, Ordering::Relaxed) < EXIT_HANDLERS {
+        // SAFETY: registers a plain function with the C library, which calls it when the process exits; calling
+        // it more than once is harmless.
+        unsafe {
+            atexit(stop_at_exit);
+        }
+    }
+}
 
 extern "C" {
     fn atexit(f: extern "C" fn()) -> std::os::raw::c_int;
