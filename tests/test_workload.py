@@ -53,10 +53,12 @@ def workload(tmp_path_factory):
     for f in tx_files:
         last_initial = transact(con, open(f).read())["tx"]
     con.close()
+    # a copy of a database file that mentat still has open (the instance outlives con.close()) takes its
+    # companions with it: DuckDB's WAL and mentat's transaction log (transactions not yet applied to the tables)
     shutil.copy(initial_db, final_db)
-    wal = str(initial_db) + ".wal"
-    if os.path.exists(wal):
-        shutil.copy(wal, str(final_db) + ".wal")
+    for companion in (".wal", ".mentat.txlog"):
+        if os.path.exists(str(initial_db) + companion):
+            shutil.copy(str(initial_db) + companion, str(final_db) + companion)
     con = connect(final_db)
     batch_txs = []
     for f in sorted(glob.glob(str(data / "hist" / "*.csv"))):

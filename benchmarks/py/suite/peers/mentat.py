@@ -94,6 +94,7 @@ class Mentat(Peer):
     def cold_spec(self):
         # the main process keeps the file open (DuckDB's lock), so the new process opens a copy of the checkpointed file
         cp = pathlib.Path(self.workdir) / "mentat_cold_copy.duckdb"
+        self.con.execute("SELECT * FROM mentat_sync()").fetchall()  # the transaction log into the tables first
         self.con.execute("CHECKPOINT")
         shutil.copy(self.db, cp)
         return {"peer": "mentat", "db": str(cp), "ext": str(common.EXT), "email": self.ds.probe_email()}
