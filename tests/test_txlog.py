@@ -134,15 +134,22 @@ except duckdb.Error as e:
 """
 
 
+K_SCHEMA = ("[{:db/ident :k/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one "
+            ":db/unique :db.unique/identity} {:db/ident :k/n :db/valueType :db.type/long "
+            ":db/cardinality :db.cardinality/one}]")
+
+
+def leave_a_log(db):
+    """Runs WRITER on database file `db` in a process of its own, which ends with its updates still in the log."""
+    env = {**__import__("os").environ, **KEEP}
+    out = subprocess.run([sys.executable, "-c", WRITER, str(db), str(EXT), K_SCHEMA], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+
+
 def test_a_log_left_by_a_writer_is_applied_when_the_store_is_opened(tmp_path):
     db = tmp_path / "left.duckdb"
-    schema = ("[{:db/ident :k/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one "
-              ":db/unique :db.unique/identity} {:db/ident :k/n :db/valueType :db.type/long "
-              ":db/cardinality :db.cardinality/one}]")
-    env = {**__import__("os").environ, **KEEP}
-    out = subprocess.run([sys.executable, "-c", WRITER, str(db), str(EXT), schema], capture_output=True, text=True,
-                         env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
+    leave_a_log(db)
     # :k/id 0 gets 0, its value already (a no-op leaving only its :db/txInstant, which is written to the tables);
     # the other nine updates are three rows each
     assert file_rows(db) == 27, "the nine updates should have been left in the log"
@@ -163,18 +170,12 @@ def test_a_log_file_left_beside_a_replaced_database_is_never_applied_to_the_new_
     """The file carries the store's log id (kept in its meta table): a database deleted and made again under the
     same name meets its predecessor's records, which belong to another store, and ignores them."""
     db = tmp_path / "again.duckdb"
-    schema = ("[{:db/ident :k/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one "
-              ":db/unique :db.unique/identity} {:db/ident :k/n :db/valueType :db.type/long "
-              ":db/cardinality :db.cardinality/one}]")
-    env = {**__import__("os").environ, **KEEP}
-    out = subprocess.run([sys.executable, "-c", WRITER, str(db), str(EXT), schema], capture_output=True, text=True,
-                         env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
+    leave_a_log(db)
     assert file_rows(db) == 27
     for f in (db, pathlib.Path(f"{db}.wal")):
         f.unlink(missing_ok=True)
     con = connect_with(db, **KEEP)
-    transact(con, schema)
+    transact(con, K_SCHEMA)
     transact(con, "[{:k/id 1 :k/n 7}]")
     warm = q(con, "[:find ?n . :in $ ?i :where [?e :k/id ?i] [?e :k/n ?n]]", "[1]")
     assert warm == [(7,)]
