@@ -9,6 +9,7 @@ and indexes, freshly written). SQLite's file is used as the peer left it."""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 
 import duckdb
@@ -23,7 +24,7 @@ DRIVERS = {"mentat": "mentat_store.duckdb", "sqlite": "sqlite_eav.db"}
 
 def copy_for_native(src, dst):
     """`src` (a mentat store left by the Python peer) copied to `dst` in a storage format libduckdb 1.5 reads."""
-    for p in (dst, pathlib.Path(str(dst) + ".wal")):
+    for p in (dst, pathlib.Path(str(dst) + ".wal"), pathlib.Path(str(dst) + ".mentat.txlog")):
         if p.exists():
             p.unlink()
     con = duckdb.connect()
@@ -35,6 +36,11 @@ def copy_for_native(src, dst):
         con.execute("DETACH src")
     finally:
         con.close()
+    # transactions the peer's process logged but had not applied to the tables (storage/src/logfile.rs): the copy
+    # carries the same log id in its meta table, so mentat in the native driver applies them when it opens the copy
+    log = pathlib.Path(f"{src}.mentat.txlog")
+    if log.exists():
+        shutil.copy(log, f"{dst}.mentat.txlog")
 
 
 def _st(s):
