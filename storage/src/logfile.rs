@@ -24,9 +24,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// One logged datom: attribute, entity, value, added, the tx that asserted it, the tx that retracts it (0 for an
-/// assertion), as `txlog` stages it.
-pub type LogRow = (Entid, Entid, Val, bool, i64, i64);
+/// One logged datom: `(entity, attribute, value)` (the transactor's own datom shape, which the apply writes
+/// without a copy), added, the tx that asserted it, the tx that retracts it (0 for an assertion).
+pub type LogRow = ((Entid, Entid, Val), bool, i64, i64);
 
 const MAGIC: &[u8; 8] = b"MNTLOG01";
 const HEADER: u64 = 16;
@@ -120,7 +120,7 @@ pub fn path_for(db: &str, schema: &str) -> PathBuf {
     PathBuf::from(format!("{db}.{schema}.txlog"))
 }
 
-fn encode_row(out: &mut Vec<u8>, (a, e, v, added, tx, rtx): &LogRow) -> Result<()> {
+fn encode_row(out: &mut Vec<u8>, ((e, a, v), added, tx, rtx): &LogRow) -> Result<()> {
     out.extend(a.to_le_bytes());
     out.extend(e.to_le_bytes());
     out.push(u8::from(*added));
@@ -190,7 +190,7 @@ fn record(b: &[u8]) -> Option<((u64, Vec<LogRow>), usize)> {
             10 => Val::Bytes(r.bytes()?.to_vec()),
             _ => return None,
         };
-        rows.push((a, e, v, added, tx, rtx));
+        rows.push(((e, a, v), added, tx, rtx));
     }
     Some(((seq, rows), 8 + len))
 }
@@ -230,14 +230,14 @@ mod tests {
 
     fn rows() -> Vec<LogRow> {
         vec![
-            (10, 65536, Val::Ref(65537), true, 3, 0),
-            (11, 65536, Val::Str("a\u{0}b \"é\" 🙂".into()), false, 2, 3),
-            (12, 65537, Val::Double(-0.5), true, 3, 0),
-            (13, 65537, Val::Float(1.25), true, 3, 0),
-            (14, 65537, Val::Bool(true), true, 3, 0),
-            (15, 65537, Val::Bytes(vec![0, 255, 7]), true, 3, 0),
-            (16, 65537, Val::BigDec("1.50".into()), true, 3, 0),
-            (17, 65537, Val::Instant(-1), true, 3, 0),
+            ((65536, 10, Val::Ref(65537)), true, 3, 0),
+            ((65536, 11, Val::Str("a\u{0}b \"é\" 🙂".into())), false, 2, 3),
+            ((65537, 12, Val::Double(-0.5)), true, 3, 0),
+            ((65537, 13, Val::Float(1.25)), true, 3, 0),
+            ((65537, 14, Val::Bool(true)), true, 3, 0),
+            ((65537, 15, Val::Bytes(vec![0, 255, 7])), true, 3, 0),
+            ((65537, 16, Val::BigDec("1.50".into())), true, 3, 0),
+            ((65537, 17, Val::Instant(-1)), true, 3, 0),
         ]
     }
 

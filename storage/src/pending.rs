@@ -401,17 +401,13 @@ impl Pending {
             let mut rows: Vec<crate::logfile::LogRow> = Vec::with_capacity(n);
             for (k, (_, a)) in unwritten.iter().enumerate() {
                 let tx = a.report.tx;
-                rows.extend(a.written.1.iter().map(|(d, asserted)| (d.1, d.0, d.2.clone(), false, *asserted, tx)));
+                rows.extend(a.written.1.iter().map(|(d, asserted)| (d.clone(), false, *asserted, tx)));
                 rows.extend(
-                    a.written
-                        .0
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| live(k, *i))
-                        .map(|(_, d)| (d.1, d.0, d.2.clone(), true, tx, 0)),
+                    a.written.0.iter().enumerate().filter(|(i, _)| live(k, *i)).map(|(_, d)| (d.clone(), true, tx, 0)),
                 );
             }
-            let attrs: BTreeSet<Entid> = rows.iter().map(|r| r.0).collect();
+            // every transaction asserts its :db/txInstant, which the attributes above leave out
+            attrs.insert(planner::layout::DB_TX_INSTANT);
             transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
             self.parts_written = *parts;
             self.written = self.members.len();
