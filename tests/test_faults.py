@@ -414,3 +414,40 @@ def test_interrupting_transact_many_pull_many_and_with(con):
     assert count() == expected
     assert q(con, "[:find ?e :where [?e :f/key \"w\"]]") == []  # mentat_with wrote nothing
     assert rows(con, "SELECT 42") == [(42,)]
+
+
+def test_interrupts_at_any_moment_leave_every_pooled_connection_usable(con):
+    """An interrupt can land on any statement of a call, the BEGIN among them; whatever it cut, the call either
+    wrote its transaction or nothing, and the connection it ran on serves the next calls (a BEGIN cut after DuckDB
+    opened the transaction once left a pooled connection aborted for good)."""
+    transact(con, SCHEMA)
+    count = lambda: q(con, "[:find (count ?e) . :where [?e :f/key]]")  # noqa: E731
+    written, cut = 0, 0
+    # small calls cut anywhere, and large ones cut while their EDN is parsed (before their first statement)
+    calls = [(1, (i % 7) * 0.0004) for i in range(200)] + [(5000, 0.002 + (i % 10) * 0.002) for i in range(40)]
+    for i, (size, after) in enumerate(calls):
+        edn = "[" + " ".join(f'{{:f/key "i{i}-{k}" :f/n {k}}}' for k in range(size)) + "]"
+        took, out = interrupted(con, "SELECT datoms FROM mentat_transact(?)", [edn], after)
+        if isinstance(out, duckdb.Error):
+            assert "nterrupt" in str(out), out
+            cut += 1
+        else:
+            written += size
+    print(f"\n{cut} of {len(calls)} calls interrupted")
+    assert cut > 0
+    assert count() == ([(written,)] if written else [(None,)])
+    # every connection of the pool: as many concurrent calls as the machine has threads, twice over
+    n = 2 * (os.cpu_count() or 2)
+    errors = []
+
+    def one(k):
+        try:
+            transact(con.cursor(), f'[{{:f/key "after{k}" :f/n {k}}}]')
+        except duckdb.Error as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == []
+    assert count() == [(written + n,)]

@@ -44,9 +44,15 @@ pub struct Open<'c> {
 }
 
 impl<'c> Open<'c> {
-    /// `BEGIN TRANSACTION` on `conn`.
+    /// `BEGIN TRANSACTION` on `conn`. A BEGIN that fails opens nothing: an interrupt that lands on the BEGIN
+    /// statement after DuckDB started the transaction leaves it open (and aborted), so it is rolled back here
+    /// before the error is returned (a pooled connection left so would fail every later call with "transaction is
+    /// aborted"). This is the only place mentat opens a DuckDB transaction.
     pub fn begin(conn: &'c duckdb::Connection) -> Result<Open<'c>> {
-        conn.prepare_cached("BEGIN TRANSACTION")?.execute([])?;
+        if let Err(e) = conn.prepare_cached("BEGIN TRANSACTION").and_then(|mut s| s.execute([])) {
+            rollback(conn);
+            return Err(e.into());
+        }
         Ok(Open { conn, open: true })
     }
 
