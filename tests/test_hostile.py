@@ -182,15 +182,11 @@ def test_a_10_mb_string(con, tmp_path):
 # Every character the EDN spec allows in a symbol: alphanumerics and . * + ! - _ ? $ % & = < >, plus # and : as
 # constituents after the first character, and one / between namespace and name. A keyword is ':' and a symbol.
 SYMBOL_CHARS = ".*+!-_?$%&=<>"
-HASH_BUG = ("mentat bug: the EDN reader ends a symbol or keyword at '#', which the EDN spec allows inside one "
-            "(':a#b' reads as ':a' and a tagged element '#b ...')")
 IDENTS = [
-    pytest.param(":a" + SYMBOL_CHARS + "#:z/b" + SYMBOL_CHARS + "#:z", marks=pytest.mark.xfail(strict=True,
-                                                                                             reason=HASH_BUG)),
-    pytest.param(":a#b", marks=pytest.mark.xfail(strict=True, reason=HASH_BUG)),
-    pytest.param(":a" + SYMBOL_CHARS + ":z/b" + SYMBOL_CHARS + ":z", marks=pytest.mark.xfail(strict=True, reason=(
-        "mentat bug: the EDN reader refuses ':' inside a keyword (CannotHaveColonInKeyword), which the EDN spec "
-        "allows after the first character"))),
+    ":a" + SYMBOL_CHARS + "#:z/b" + SYMBOL_CHARS + "#:z",
+    ":a#b",
+    ":a" + SYMBOL_CHARS + ":z/b" + SYMBOL_CHARS + ":z",
+    ":a#",
     ":a" + SYMBOL_CHARS + "/b" + SYMBOL_CHARS,
     ":*+!-_?$%&=<>./*+!-_?$%&=<>.",
     ":ns.with.dots/name.with.dots",

@@ -303,9 +303,132 @@ pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
     })
 }
 
-/// Reads EDN text with `edn-format`, after completing partial `#inst` literals ([`complete_insts`]).
+/// Reads EDN text with `edn-format`, after completing partial `#inst` literals ([`complete_insts`]), and with
+/// `#` and `:` read as constituents of symbols and keywords where the EDN spec allows them (any character of a
+/// symbol but its first: `:a#b`, `:ns/x:y`, `a#`), which `edn-format` 3.3 does not (it ends a symbol at `#` and
+/// refuses `:` inside a keyword): such characters are handed to it as two placeholder letters
+/// ([`hide_constituents`]) and put back in the symbols and keywords it returns. Text that fails to read that way
+/// is read as written, so that the error names the text the caller gave.
 pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
-    edn_format::parse_str(&complete_insts(text))
+    let text = complete_insts(text);
+    match hide_constituents(&text) {
+        None => edn_format::parse_str(&text),
+        Some(hidden) => match edn_format::parse_str(&hidden) {
+            Ok(v) => Ok(restore_constituents(v)),
+            Err(_) => edn_format::parse_str(&text),
+        },
+    }
+}
+
+/// Stand-ins for `#` and `:` inside a symbol or keyword: letters (so that `edn-format` keeps them in the atom) of
+/// the Deseret script, which EDN text here never holds (text that does is read as written).
+const HIDDEN_HASH: char = '\u{10400}';
+const HIDDEN_COLON: char = '\u{10401}';
+
+/// Whether `c` continues a symbol or keyword (the EDN spec's symbol characters, and `#`, `:` and `/`).
+fn constituent(c: char) -> bool {
+    c.is_alphanumeric() || ".*+!-_?$%&=<>/#:".contains(c)
+}
+
+/// `text` with every `#` and `:` that continues a symbol or keyword (not its first character, nor the first after
+/// a keyword's leading `:` or after the `/` of a namespace) replaced by [`HIDDEN_HASH`] and [`HIDDEN_COLON`];
+/// None when there is none, or when the text holds a stand-in already. Strings, character literals and comments
+/// are left alone.
+pub fn hide_constituents(text: &str) -> Option<String> {
+    if text.contains([HIDDEN_HASH, HIDDEN_COLON]) {
+        return None;
+    }
+    // most text has none: a `#` or `:` right after a symbol character, outside strings or not
+    let b = text.as_bytes();
+    let maybe = b.windows(2).any(|w| matches!(w[1], b'#' | b':') && (w[0] >= 0x80 || constituent(w[0] as char)));
+    if !maybe {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut atom, mut lead, mut prev, mut changed) = (0usize, ' ', ' ', false);
+    let mut it = text.chars();
+    while let Some(c) = it.next() {
+        match c {
+            '#' | ':' if atom > 0 && prev != '/' && !(atom == 1 && lead == ':') => {
+                out.push(if c == '#' { HIDDEN_HASH } else { HIDDEN_COLON });
+                changed = true;
+                atom += 1;
+            }
+            '"' => {
+                out.push(c);
+                atom = 0;
+                while let Some(c) = it.next() {
+                    out.push(c);
+                    match c {
+                        '\\' => out.extend(it.next()),
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            ';' => {
+                out.push(c);
+                atom = 0;
+                for c in it.by_ref() {
+                    out.push(c);
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '\\' => {
+                // a character literal: `\#`, `\:`, `\newline`; what follows it does not continue an atom
+                out.push(c);
+                out.extend(it.next());
+                atom = 0;
+            }
+            '#' => {
+                out.push(c);
+                atom = 0;
+            }
+            c if constituent(c) => {
+                if atom == 0 {
+                    lead = c;
+                }
+                atom += 1;
+                out.push(c);
+            }
+            c => {
+                out.push(c);
+                atom = 0;
+            }
+        }
+        prev = c;
+    }
+    changed.then_some(out)
+}
+
+/// `v` with the stand-ins of [`hide_constituents`] in its symbols and keywords turned back into `#` and `:`.
+fn restore_constituents(v: Value) -> Value {
+    let back = |s: &str| s.replace(HIDDEN_HASH, "#").replace(HIDDEN_COLON, ":");
+    let hidden = |s: &str| s.contains([HIDDEN_HASH, HIDDEN_COLON]);
+    let symbol = |s: Symbol| match s.namespace() {
+        _ if !hidden(s.name()) && !s.namespace().is_some_and(hidden) => s,
+        Some(ns) => Symbol::from_namespace_and_name(&back(ns), &back(s.name())),
+        None => Symbol::from_name(&back(s.name())),
+    };
+    match v {
+        Value::Keyword(k) if hidden(k.name()) || k.namespace().is_some_and(hidden) => {
+            Value::Keyword(match k.namespace() {
+                Some(ns) => Keyword::from_namespace_and_name(&back(ns), &back(k.name())),
+                None => Keyword::from_name(&back(k.name())),
+            })
+        }
+        Value::Symbol(s) => Value::Symbol(symbol(s)),
+        Value::List(xs) => Value::List(xs.into_iter().map(restore_constituents).collect()),
+        Value::Vector(xs) => Value::Vector(xs.into_iter().map(restore_constituents).collect()),
+        Value::Set(xs) => Value::Set(xs.into_iter().map(restore_constituents).collect()),
+        Value::Map(m) => {
+            Value::Map(m.into_iter().map(|(k, v)| (restore_constituents(k), restore_constituents(v))).collect())
+        }
+        Value::TaggedElement(tag, v) => Value::TaggedElement(symbol(tag), Box::new(restore_constituents(*v))),
+        v => v,
+    }
 }
 
 /// Completes the partial `#inst` forms that Clojure's reader (and so Datomic) accepts, which `edn-format` refuses
@@ -798,6 +921,42 @@ pub fn symbol(name: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
+    /// The EDN spec: "`:` and `#` are allowed as constituent characters in symbols other than as the first
+    /// character"; a keyword is `:` and a symbol.
+    #[test]
+    fn hash_and_colon_continue_symbols_and_keywords() {
+        use super::read_edn as r;
+        use edn_format::{Keyword, Symbol, Value};
+        let kw = |ns: Option<&str>, name: &str| {
+            Value::Keyword(ns.map_or_else(|| Keyword::from_name(name), |ns| Keyword::from_namespace_and_name(ns, name)))
+        };
+        assert_eq!(r(":a#b").unwrap(), kw(None, "a#b"));
+        assert_eq!(r(":a:b").unwrap(), kw(None, "a:b"));
+        assert_eq!(r(":a.*#:z/b<>#:z").unwrap(), kw(Some("a.*#:z"), "b<>#:z"));
+        assert_eq!(r("a#").unwrap(), Value::Symbol(Symbol::from_name("a#")));
+        assert_eq!(r("x/y:z").unwrap(), Value::Symbol(Symbol::from_namespace_and_name("x", "y:z")));
+        assert_eq!(
+            r("[:a#b {:c:d #{e#}} (f #_ :g h:i)]").unwrap(),
+            Value::Vector(vec![
+                kw(None, "a#b"),
+                Value::Map([(kw(None, "c:d"), Value::Set([Value::Symbol(Symbol::from_name("e#"))].into()))].into()),
+                Value::List(vec![Value::Symbol(Symbol::from_name("f")), Value::Symbol(Symbol::from_name("h:i"))]),
+            ])
+        );
+        // inside strings, characters and comments, and as dispatch, `#` and `:` are what they were
+        assert_eq!(
+            r("[\"a#b:c\" \\# \\: #{1} ; x#y\n #inst \"2021\" #uuid \"00000000-0000-0000-0000-000000000000\"]")
+                .unwrap()
+                .to_string(),
+            r#"["a#b:c" \# \: #{1} #inst "2021-01-01T00:00:00+00:00" #uuid "00000000-0000-0000-0000-000000000000"]"#
+        );
+        // a first character stays refused: `::a`, `:#a`, and a stand-in in the text reads as written
+        assert!(r("::a").is_err());
+        assert!(r(":a/:b").is_err());
+        assert_eq!(r(":a\u{10400}").unwrap(), kw(None, "a\u{10400}"));
+        assert!(super::hide_constituents("[:a/b \"c:d\" {:e 1}]").is_none());
+    }
+
     #[test]
     fn partial_insts_are_completed() {
         use super::complete_insts as c;

@@ -89,7 +89,7 @@ impl ImportOptions {
     /// `{:flight/carrier :airline/code, :flight/dest :airport/faa}`. Errors with [`StorageError::Edn`] on bad
     /// EDN and [`StorageError::BadForm`] when it is not a map of keywords.
     pub fn parse_refs(edn: &str) -> Result<Vec<(String, String)>> {
-        let v = edn_format::parse_str(edn).map_err(|e| StorageError::Edn {
+        let v = planner::parse::read_edn(edn).map_err(|e| StorageError::Edn {
             row: e.row,
             col: e.col,
             message: format!("{:?}", e.error),
