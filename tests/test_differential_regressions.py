@@ -155,3 +155,31 @@ def test_a_seeded_recursive_rule_is_a_set_when_two_paths_reach_one_value(db, see
     assert len(rows) == len(set(rows)) == 3
     # with a constant seed too
     assert q(db, "[:find (count ?x) . :in $ % ?a :where (reach ?a ?x)]", f'[{rules} [:e/name "a"]]') == [(3,)]
+
+
+@pytest.mark.parametrize("find", ["(pull ?e [*]) .", "[(pull ?e [*])]", "(pull ?e [*])"])
+def test_a_limited_pull_of_a_wildcard_holds_every_attribute_of_the_entity_it_pulls(db, find):
+    """Fixed: a scalar or tuple find spec (or :limit) with a pull of `*` typed the pull's STRUCT from the
+    attributes of the row one statement chose and pulled the row another statement chose (each a LIMIT without an
+    order): the answer lacked attributes its entity holds."""
+    # Found by the 100,000-pair run of 2026-12-01 (seed 200): "[:find [?b (pull ?e [* {:a/r1 [:db/id :a/k0]}])]
+    # ... (or ...)]" pulled n13 with the fields of n7, so n13's :a/s0, :a/k0 and others were missing. Datomic's
+    # pull `*` holds every attribute the entity has. Here 600 entities each hold one of 6 attributes besides
+    # :e/name, half of them :a/s too; the query, an `or` whose branches overlap, is asked 60 times (the build
+    # before the fix lost attributes in about 1 answer in 10).
+    attrs = [f":p/x{k}" for k in range(6)]
+    transact(db, "[{:db/ident :a/s :db/valueType :db.type/string :db/cardinality :db.cardinality/many} "
+             + " ".join(f"{{:db/ident {a} :db/valueType :db.type/long :db/cardinality :db.cardinality/one}}"
+                        for a in attrs) + "]")
+    transact(db, "[" + " ".join(f'{{:db/id "{i}" :e/name "n{i}" {attrs[i % 6]} {i}'
+                                + (' :a/s ["a" "b"]' if i % 2 == 0 else "") + "}" for i in range(600)) + "]")
+    held = {}
+    for e, a in db.execute("SELECT e, a FROM mentat_datoms('EAVT')").fetchall():
+        held.setdefault(e, set()).add(a[1:])
+    limit = " :limit 2" if find == "(pull ?e [*])" else ""
+    query = f'[:find {find} :where (or [?e :e/name "n6"] [?e :a/s] [?e :p/x1]){limit}]'
+    for _ in range(60):
+        answer = q(db, query)
+        assert len(answer) == (2 if limit else 1)
+        for (pulled,) in answer:
+            assert {k for k, v in pulled.items() if v is not None} == held[pulled["db/id"]] | {"db/id"}, pulled

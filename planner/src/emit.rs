@@ -189,6 +189,18 @@ fn with_pulls(
     columns: &mut [OutputColumn],
     pulls: &[(usize, CompiledPull)],
 ) -> (String, Option<String>) {
+    // A limited answer (`.`, a tuple find spec, `:limit`, `:offset`) is a choice among rows, and the probe of a
+    // wildcard's attributes runs the SELECT apart from the query itself: without a total order the two may choose
+    // different rows, and the STRUCT would be typed from another entity than the one pulled (its attributes
+    // missing from the answer). Every find column becomes an order key after the query's own, so both choose the
+    // same rows (a top-N, one pass, in DuckDB).
+    if (select.limit.is_some() || select.offset.is_some()) && pulls.iter().any(|(_, p)| p.has_wildcard()) {
+        for (e, _) in select.items.clone() {
+            if !select.order_by.iter().any(|(o, _)| *o == e) {
+                select.order_by.push((e, false));
+            }
+        }
+    }
     let order: Vec<(String, bool)> =
         (0..select.order_by.len()).map(|i| (format!("mentat_order_{i}"), select.order_by[i].1)).collect();
     for ((e, _), (name, _)) in select.order_by.clone().into_iter().zip(&order) {
