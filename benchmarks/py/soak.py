@@ -3,15 +3,20 @@
 The store is the scale suite's issue tracker (`benchmarks/py/suite`), loaded through `mentat_transact` with its
 history applied. Eight reader threads cycle through q1, q2, q4, pull `[*]` and as_of (the suite's questions, checked
 against the generator's truth by `suite.workload.check`); one writer alternates single-datom transactions (a label
-added to an issue no reader checks) and 500-entity transactions (labels added to 500 such issues, or 500 new
-users, in turns). No write changes a reader's answer, so every answer stays checkable while the writes run. At the end every acknowledged write is
-checked in the store: every new user is there, and every labelled issue holds every label written to it.
+added to an issue no reader checks) and 500-entity transactions, in turns: labels added to 500 such issues, then,
+with `--writes steady` (the default), those 500 labels retracted again, so that the store's current state stays the
+size it started at and memory that grows is memory kept, not data added; with `--writes growing`, 500 new users
+instead (the store grows by about a million users in ten minutes at scale s, and memory with it). No write changes
+a reader's answer, so every answer stays checkable while the writes run. At the end every acknowledged write is
+checked in the store: every new user is there, every labelled issue holds every label written to it and not
+retracted since, and no retracted label is left.
 
 Printed per minute: reader calls, p50 and p99, writer transactions, resident memory. The run passes when no call
 failed, no answer was wrong, no write was lost, the readers' p99 stayed within 10x their p50 in every minute, and
 resident memory grew less than 10% after the first minute (the targets of issue 17). Exit status 1 otherwise.
 
-usage: python3 -m benchmarks.py.soak [--scale s] [--minutes 10] [--seconds N] [--out results.json]
+usage: python3 -m benchmarks.py.soak [--scale s] [--minutes 10] [--seconds N] [--writes steady|growing]
+                                    [--out results.json]
 """
 import argparse
 import json
@@ -46,8 +51,11 @@ class Opts:
     native_clients = "1"
 
 
-def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None):
-    """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase."""
+def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None, writes_mode="steady"):
+    """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase; `writes_mode`
+    is "steady" (500-entity transactions label 500 issues, then retract those labels) or "growing" (they label 500
+    issues, then add 500 new users)."""
+    assert writes_mode in ("steady", "growing"), writes_mode
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="mentat-soak-"))
     ds = W.Dataset(W.generate(scale, pathlib.Path(data_root or ROOT / "benchmarks" / "data")))
@@ -67,6 +75,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     rss = [0.0] * windows
     errors = []
     written_labels = {}
+    retracted = set()  # (issue index, label) pairs retracted and not written again since
     new_users = []
     start = time.perf_counter()
 
@@ -91,12 +100,14 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         s = peer.session()
         rnd = random.Random(7)
         k = 0
+        last_batch = []
         while not stop.is_set():
             if k % 2 == 0:
                 idx = int(writable[rnd.randrange(len(writable))])
                 label = labels[rnd.randrange(len(labels))]
                 s.write_label(idx, label)
                 written_labels.setdefault(idx, set()).add(label)
+                retracted.discard((idx, label))
             elif k % 4 == 1:
                 # 500 issues at once, each given a label
                 idxs = {int(writable[rnd.randrange(len(writable))]) for _ in range(500)}
@@ -106,6 +117,16 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
                 s.c.execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()
                 for i, lb in pairs:
                     written_labels.setdefault(i, set()).add(lb)
+                    retracted.discard((i, lb))
+                last_batch = pairs
+            elif writes_mode == "steady":
+                # the labels of the last 500-issue transaction retracted: the current state is back to its size
+                edn = "[" + " ".join(f'[:db/retract {int(peer.idx_e[i])} :issue/label [:label/name "{lb}"]]'
+                                     for i, lb in last_batch) + "]"
+                s.c.execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()
+                for i, lb in last_batch:
+                    written_labels[i].discard(lb)
+                    retracted.add((i, lb))
             else:
                 # 500 new users at once
                 batch = [f"soak-{k}-{j}@x" for j in range(500)]
@@ -144,7 +165,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
                            "inputs := ?)", [json.dumps([new_users[k:k + 1000]])]).fetchall()[0][0]
     lost_users = len(new_users) - found
     # a query per 1,000 labelled issues (a query per issue took longer than the run itself at scale s)
-    entity = {int(peer.idx_e[idx]): idx for idx in written_labels}
+    entity = {int(peer.idx_e[idx]): idx for idx in set(written_labels) | {i for i, _ in retracted}}
     held, es = {}, list(entity)
     for k in range(0, len(es), 1000):
         for e, n in c.execute(
@@ -152,10 +173,12 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
                 "inputs := ?)", [f"[[{' '.join(map(str, es[k:k + 1000]))}]]"]).fetchall():
             held.setdefault(entity[e], set()).add(n)
     lost_labels = sum(len(want - held.get(idx, set())) for idx, want in written_labels.items())
+    left_retracted = sum(1 for idx, lb in retracted if lb in held.get(idx, set()))
     report = {"scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
               "errors": errors, "new_users": len(new_users), "lost_users": lost_users,
-              "labelled_issues": len(written_labels), "lost_labels": lost_labels}
-    ok = not errors and lost_users == 0 and lost_labels == 0
+              "labelled_issues": len(written_labels), "lost_labels": lost_labels, "writes_mode": writes_mode,
+              "retracted_labels": len(retracted), "retracted_labels_left": left_retracted}
+    ok = not errors and lost_users == 0 and lost_labels == 0 and left_retracted == 0
     for w in range(windows):
         xs = [x for r in lat for x in r[w]]
         p50, p99 = bench.pct(xs, 50), bench.pct(xs, 99)
@@ -171,8 +194,9 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     ok = ok and growth < 0.10
     report["passed"] = ok
     say(f"soak: {'PASSED' if ok else 'FAILED'}: {sum(r['reads'] for r in report['windows'])} reads, "
-        f"{sum(writes)} writes ({len(new_users)} new users, {len(written_labels)} issues labelled), "
-        f"{len(errors)} errors, {lost_users + lost_labels} writes lost, rss growth {growth:.1%} after the first "
+        f"{sum(writes)} writes ({len(new_users)} new users, {len(written_labels)} issues labelled, "
+        f"{len(retracted)} labels retracted), {len(errors)} errors, {lost_users + lost_labels} writes lost, "
+        f"{left_retracted} retracted labels left, rss growth {growth:.1%} after the first "
         f"window{'; ' + errors[0] if errors else ''}")
     peer.close()
     return report
@@ -184,10 +208,13 @@ def main(argv=None):
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--seconds", type=float, default=None, help="overrides --minutes")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--writes", default="steady", choices=["steady", "growing"],
+                    help="steady: 500-entity transactions label issues, then retract the labels (the store keeps its "
+                         "size); growing: they label issues, then add 500 new users")
     ap.add_argument("--out", default=None, help="write the report as JSON here")
     o = ap.parse_args(argv)
     seconds = o.seconds if o.seconds is not None else o.minutes * 60
-    report = run(o.scale, seconds, o.workdir)
+    report = run(o.scale, seconds, o.workdir, writes_mode=o.writes)
     if o.out:
         pathlib.Path(o.out).write_text(json.dumps(report, indent=1))
     return 0 if report["passed"] else 1
