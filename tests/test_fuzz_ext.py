@@ -4,6 +4,7 @@ store with a schema and data. Every call answers or raises an error whose text n
 never dies or hangs, and no rejected write changes the store. The 100,000-call run is the script itself."""
 import pathlib
 import sys
+import time
 
 import pytest
 
@@ -160,3 +161,26 @@ def test_mentat_with_null_inputs_is_no_inputs():
                        timeout=120)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["1", "1", "1", "0"]  # seen as if transacted; nothing written
+
+
+# Found by this fuzzer: mentat_import of a source query nested 10,000+ parentheses deep did not answer within 60 s
+# (DuckDB's own parser on that text). A source query nested more than 256 levels deep is refused by name now, and
+# parentheses inside its string literals, quoted identifiers and comments do not count.
+def test_an_import_source_nested_too_deep_is_refused_by_name():
+    import duckdb
+    from conftest import connect
+    con = connect()
+    con.execute("SELECT * FROM mentat_transact('[{:db/ident :d/n :db/valueType :db.type/long "
+                ":db/cardinality :db.cardinality/one}]')").fetchall()
+    t = time.perf_counter()
+    with pytest.raises(duckdb.Error) as ei:
+        con.execute("SELECT * FROM mentat_import(?)", ["SELECT " + "(" * 20_000 + "1" + ")" * 20_000 + ' AS ":d/n"'])
+    assert "the source query nests parentheses more than 256 levels deep" in str(ei.value), str(ei.value)
+    print(f"refused in {time.perf_counter() - t:.3f} s")
+    # a source nested 100 deep, with parentheses in a literal, an identifier and a comment, is imported
+    deep = "(" * 300
+    src = (f'SELECT {"(" * 100}7{")" * 100} AS ":d/n" FROM (SELECT 1 AS "{deep}") AS t WHERE \'{deep}\' <> \'\' '
+           f"/* {deep} */ -- {deep}")
+    assert con.execute("SELECT entities FROM mentat_import(?)", [src]).fetchall() == [(1,)]
+    assert con.execute("SELECT * FROM mentat_q('[:find ?n . :where [_ :d/n ?n]]')").fetchall() == [(7,)]
+    con.close()

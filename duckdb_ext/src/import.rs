@@ -56,6 +56,7 @@ impl VTab for Import {
         if source.is_null() {
             return Err("mentat_import: the source query is NULL".into());
         }
+        crate::nesting::check_sql(&source.to_string(), "mentat_import: the source query")?;
         let refs = match named(bind, "refs") {
             Some(edn) => {
                 crate::nesting::check(&edn, "mentat_import: refs")?;

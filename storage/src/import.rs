@@ -281,8 +281,9 @@ impl<'a> Import<'a> {
         let tx = self.parts.next_tx;
         self.parts.next_tx += 1;
         let source_sql = source_sql.trim().trim_end_matches(';');
+        // the closing parenthesis on a line of its own: a source ending in a `-- comment` would swallow it
         self.exec(&format!(
-            "CREATE OR REPLACE TEMP TABLE {SRC} AS SELECT row_number() OVER () - 1 AS {ROW}, * FROM ({source_sql})"
+            "CREATE OR REPLACE TEMP TABLE {SRC} AS SELECT row_number() OVER () - 1 AS {ROW}, * FROM ({source_sql}\n)"
         ))?;
         let total: i64 = self.conn.query_row(&format!("SELECT count(*) FROM {SRC}"), [], |r| r.get(0))?;
         self.progress(&format!("staged {total} rows"));
