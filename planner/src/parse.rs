@@ -335,13 +335,10 @@ fn constituent(c: char) -> bool {
 /// None when there is none, or when the text holds a stand-in already. Strings, character literals and comments
 /// are left alone.
 pub fn hide_constituents(text: &str) -> Option<String> {
-    if text.contains([HIDDEN_HASH, HIDDEN_COLON]) {
-        return None;
-    }
     // most text has none: a `#` or `:` right after a symbol character, outside strings or not
     let b = text.as_bytes();
     let maybe = b.windows(2).any(|w| matches!(w[1], b'#' | b':') && (w[0] >= 0x80 || constituent(w[0] as char)));
-    if !maybe {
+    if !maybe || text.contains([HIDDEN_HASH, HIDDEN_COLON]) {
         return None;
     }
     let mut out = String::with_capacity(text.len() + 16);
