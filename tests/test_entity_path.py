@@ -165,7 +165,8 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert not path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
     assert path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of=2**40 + 1)
-    assert not path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of="2025-01-01 00:00:00")
+    # an instant is resolved to the tx it names before planning (query.rs read_schema_at), so it is served too
+    assert path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of="2025-01-01 00:00:00")
     assert not path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', since=2**40 + 1)
     assert not path("[:find ?e :in $ ?n :where [?e :p/name ?n]]", '["A"]')  # :p/name has no value index
     # mentat_sql gives the general path's statement, saying in a comment that mentat_q takes the entity path

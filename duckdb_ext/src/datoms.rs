@@ -17,7 +17,7 @@
 //! The statement is one SQL statement over the store's tables, streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_statement, finish_bind, full_text, is_integer, named, read_options, read_schema, register_streaming,
+    bind_statement, finish_bind, full_text, is_integer, named, read_options, read_schema_at, register_streaming,
     value_text, Bound, Param, READ_OPTIONS,
 };
 use crate::Instance;
@@ -69,7 +69,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         a: component(instance, info, c"a")?,
         v: component(instance, info, c"v")?,
     };
-    let schema = read_schema(instance, &store, &mut opts)?;
+    let schema = read_schema_at(instance, &caller, &store, &mut opts)?;
     let sql = datoms_sql(index, &components, &schema, &store, &opts).map_err(|e| e.to_string())?;
     bind_statement(info, instance, &caller, &sql, &["e", "a", "v", "tx", "added"], &[])
 }

@@ -21,7 +21,7 @@
 //! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
 
 use crate::query::{
-    bind_answer, bind_statement, finish_bind, is_integer, read_options, read_schema, register_streaming, value_text,
+    bind_answer, bind_statement, finish_bind, is_integer, read_options, read_schema_at, register_streaming, value_text,
     Bound, Param, READ_OPTIONS,
 };
 use crate::Instance;
@@ -56,7 +56,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     crate::nesting::check(&pattern, &format!("{what}: the pattern"))?;
     let entity = Owned(ffi::duckdb_bind_get_parameter(info, 1));
     let (caller, store, mut opts) = read_options(info, &extra.instance)?;
-    let schema = read_schema(&extra.instance, &store, &mut opts)?;
+    let schema = read_schema_at(&extra.instance, &caller, &store, &mut opts)?;
     // compiled only when a statement is needed: a pattern the entity path has seen was compiled on its first call
     let compile_held = |held: Option<&[i64]>| {
         let v = planner::parse::parse_edn(&pattern, "pull pattern").map_err(|e| e.to_string())?;

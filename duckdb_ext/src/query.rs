@@ -374,7 +374,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         crate::nesting::check(inputs, "the inputs")?;
     }
     let (caller, store_name, mut opts) = read_options(info, &extra.instance)?;
-    let schema = read_schema(&extra.instance, &store_name, &mut opts)?;
+    let schema = read_schema_at(&extra.instance, &caller, &store_name, &mut opts)?;
     let instance = &extra.instance;
     let stores = read_sources(info, instance, &caller, &store_name)?;
     let sources: Vec<planner::StoreSource> =
@@ -755,7 +755,8 @@ unsafe fn read_sources(
             None => default.clone(),
         };
         let mut opts = spec.opts;
-        let schema = read_schema(instance, &store, &mut opts).map_err(|e| format!("source {}: {e}", spec.var))?;
+        let schema =
+            read_schema_at(instance, caller, &store, &mut opts).map_err(|e| format!("source {}: {e}", spec.var))?;
         // a store named for a source must exist (a misspelt name would otherwise read as an empty database)
         if opts.empty && spec.store.is_some() {
             return Err(format!("source {}: store {store} does not exist", spec.var));
@@ -763,6 +764,47 @@ unsafe fn read_sources(
         out.push((spec.var, store, opts, schema));
     }
     Ok(out)
+}
+
+/// [`read_schema`], then each instant bound of `opts` (as-of, since) turned into the tx entid it names: the last
+/// transaction whose `:db/txInstant` is at or before the instant (0 when there is none), read in the caller's
+/// time zone (an instant text without an offset is in the session's `TimeZone`). This is Datomic's reading of
+/// `(d/as-of db #inst ...)`: a date names the last t at or before it.
+///
+/// Resolving once, before the statement is compiled, gives the statement constant bounds: DuckDB prunes the
+/// tables' row groups by them (zone maps), the entity path serves as-of an instant, and a statement never repeats
+/// the instant's subquery per data source. That repetition made an attribute-variable pattern under an instant
+/// (`[?e ?a ?v]`, one source per attribute, each reading `cur_` and `hist_` with the bound twice) cost seconds at
+/// 10 attributes and over a minute at 40; with the constant it answers in milliseconds (the hang the extension
+/// fuzzer found, see TESTING.md). The answer is that of a consistent snapshot: the database as of the resolved tx,
+/// which is the database as of the instant at the moment of resolution (a transaction committed after that has a
+/// larger tx and is left out, as it would be had the query run a moment earlier).
+///
+/// `mentat_sql` keeps the instant's subquery (its text is run later, maybe elsewhere, and must not freeze the
+/// bound). A store that does not exist yet keeps it too (the planner answers from the bootstrap datoms).
+pub(crate) unsafe fn read_schema_at(
+    instance: &Instance,
+    caller: &Caller,
+    store: &StoreName,
+    opts: &mut QueryOptions,
+) -> Result<Arc<planner::schema::Schema>, String> {
+    let schema = read_schema(instance, store, opts)?;
+    if opts.empty {
+        return Ok(schema);
+    }
+    let sql = format!(
+        "SELECT coalesce(max(e), 0) FROM {} WHERE v <= CAST($1::VARCHAR AS TIMESTAMPTZ)",
+        store.current(planner::layout::DB_TX_INSTANT)
+    );
+    for bound in [&mut opts.as_of, &mut opts.since] {
+        let Some(TimeBound::Instant(text)) = bound else { continue };
+        let mut value = ffi::duckdb_create_varchar_length(text.as_ptr() as *const _, text.len() as u64);
+        let tx = query_bigints(instance, caller, &sql, &[value]);
+        ffi::duckdb_destroy_value(&mut value);
+        let tx = tx?.first().copied().ok_or("mentat: resolving an instant to a tx returned no row")?;
+        *bound = Some(TimeBound::Tx(tx));
+    }
+    Ok(schema)
 }
 
 /// The schema cache of a store for a read, or, for a store of the default database that does not exist yet, the
