@@ -200,15 +200,18 @@ def test_a_wildcard_pull_takes_the_entity_path_beside_tuple_schema_attributes():
 def test_the_index_reports_what_it_holds(con):
     transact(con, SCHEMA)
     transact(con, '[{:p/email "a@x" :p/name "A" :p/tag ["x" "y"]} {:p/email "b@x" :p/name "B"}]')
-    assert rows(con, "SELECT count(*) FROM mentat_entity_index()") == [(0,)]  # nothing read yet
+    # a small write asks for the attributes it wrote (so that the next writes on them go to the log): each is being
+    # read in the background, or read already
+    got = dict(rows(con, "SELECT ident, state FROM mentat_entity_index()"))
+    assert set(got) == {":p/email", ":p/name", ":p/tag"} and set(got.values()) <= {"reading", "indexed"}, got
     q(con, "[:find ?t :in $ ?m :where [?e :p/email ?m] [?e :p/tag ?t]]", '["a@x"]')
     got = {r[0]: r[1:] for r in rows(con, "SELECT ident, datoms, history, novelty, state FROM mentat_entity_index()")}
-    assert got == {":p/email": (2, 0, 0, "indexed"), ":p/tag": (2, 0, 0, "indexed")}
+    assert {a: got[a] for a in (":p/email", ":p/tag")} == {":p/email": (2, 0, 0, "indexed"), ":p/tag": (2, 0, 0, "indexed")}
     transact(con, '[[:db/retract [:p/email "a@x"] :p/tag "x"] [:db/add [:p/email "b@x"] :p/tag "z"]]')
     got = {r[0]: r[1:] for r in rows(con, "SELECT ident, datoms, history, novelty, state FROM mentat_entity_index()")}
     # one retracted (kept as history for as-of), one asserted: 2 current datoms, 1 history row, 3 novelty entries
     assert got[":p/tag"] == (2, 1, 3, "indexed")
-    assert rows(con, "SELECT bool_and(bytes > 0) FROM mentat_entity_index()") == [(True,)]
+    assert rows(con, "SELECT bool_and(bytes > 0) FROM mentat_entity_index() WHERE state = 'indexed'") == [(True,)]
 
 
 def test_reads_after_writes_and_several_stores(con):

@@ -80,6 +80,28 @@ def test_updates_go_to_the_log_and_every_read_sees_them(tmp_path):
     assert hist == [(20 + 2 * 50,)]
 
 
+def test_a_writers_small_transactions_go_to_the_log_without_any_query(tmp_path):
+    # No query reads :u/n: the first small transaction on it is written to the tables and asks for the attribute
+    # to be read into the entity index (in the background); once it is in, the next ones are logged.
+    con = connect_with(tmp_path / "w.duckdb", **KEEP)
+    transact(con, SCHEMA)
+    transact(con, "[" + " ".join(f'{{:u/email "u{i}@x" :u/n 0}}' for i in range(20)) + "]")
+    transact(con, '[[:db/add [:u/email "u0@x"] :u/n 1]]')
+    for _ in range(600):  # the background read starts 100 ms after the write; wait up to 60 s for it
+        state = dict(con.execute("SELECT ident, state FROM mentat_entity_index()").fetchall())
+        if state.get(":u/n") == "indexed" and state.get(":u/email") == "indexed":
+            break
+        time.sleep(0.1)
+    assert state.get(":u/n") == "indexed", state
+    assert log_rows(con) == 0
+    for k in range(10):
+        transact(con, f'[[:db/add [:u/email "u{k}@x"] :u/n {k + 100}]]')
+    # each update: the old value retracted, the new one asserted, its :db/txInstant
+    assert log_rows(con) == 30
+    assert sorted(q(con, "[:find ?m ?n :where [?e :u/email ?m] [?e :u/n ?n] [(< ?n 200)] [(>= ?n 100)]]")) == sorted(
+        (f"u{k}@x", k + 100) for k in range(10))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_groups_through_the_log_equal_one_by_one(seed, tmp_path):
     """Every group through the log (MENTAT_LOG=always: even attributes the index does not hold, so that the

@@ -320,15 +320,11 @@ pub trait Write {
 }
 
 /// Reads `attrs` into the store's index: now when they are small (true once all are in), else in the background
-/// (false: the caller takes the general path meanwhile).
+/// (false: the caller takes the general path meanwhile). A small attribute that a background read holds already
+/// (one the transactor asked for after a write, [`storage::eindex::EntityIndex::want`]) is read now all the same,
+/// under the same writer lock, so that a query right after a write is not sent to the general path by it.
 fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]) -> Result<bool, String> {
     let schema = store.schema();
-    // an attribute already being read in the background is not counted again: the call takes the general path
-    let being_read = attrs.iter().any(|a| store.index.is_building(*a));
-    let attrs: Vec<Entid> = attrs.iter().copied().filter(|a| !store.index.is_building(*a)).collect();
-    if attrs.is_empty() {
-        return Ok(false);
-    }
     let conn = instance.pool.get()?;
     // sizes from the catalog (DuckDB's row estimate, no scan): counting rows read cold column data, ~5 ms per
     // attribute on a first call at scale m
@@ -344,19 +340,30 @@ fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     drop(stmt);
-    let small = !being_read
-        && attrs.iter().all(|a| sizes.get(&planner::layout::current_table_name(*a)).is_some_and(|n| *n <= SYNC_ROWS));
+    let small =
+        attrs.iter().all(|a| sizes.get(&planner::layout::current_table_name(*a)).is_some_and(|n| *n <= SYNC_ROWS));
     if small {
         let _writer = store.lock_writer_settled(&conn).map_err(|e| e.to_string())?;
         let mut all = true;
-        for a in &attrs {
+        for a in attrs {
             let attr = schema.attribute(*a).ok_or("unknown attribute")?;
             all &= store.index.build(&conn, &store.name, attr).map_err(|e| e.to_string())?;
         }
         return Ok(all);
     }
     drop(conn);
-    for a in &attrs {
+    // an attribute already being read in the background is not asked for again: the call takes the general path
+    let attrs: Vec<Entid> = attrs.iter().copied().filter(|a| !store.index.is_building(*a)).collect();
+    read_in_background(instance, store, &attrs);
+    Ok(false)
+}
+
+/// Reads `attrs` into the store's index, each on a thread of its own after [`BACKGROUND_DELAY`], under the store's
+/// writer lock (the log applied first); an attribute being read already is left to that read. Used for attributes
+/// too large to read during a query, and for those the transactor asks for ([`storage::eindex::EntityIndex::want`]).
+pub fn read_in_background(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]) {
+    let schema = store.schema();
+    for a in attrs {
         let Some(attr) = schema.attribute(*a).cloned() else { continue };
         if !store.index.start_building(*a) {
             continue;
@@ -366,6 +373,11 @@ fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]
             // Leave the call that needed the attribute the machine while it answers through SQL: on two cores a
             // read started at once made a first call in a new process 2.5x slower (20 to 50 ms at scale m).
             std::thread::sleep(BACKGROUND_DELAY);
+            // read in meanwhile (a query reads a small attribute at once): nothing to do, and the log is left alone
+            if reader.index.snapshot().attr(attr.entid).is_some() {
+                reader.index.stop_building(attr.entid);
+                return;
+            }
             // not while the process exits (see storage::txlog::background)
             let built = storage::txlog::background(|| {
                 let conn = instance.pool.get().ok()?;
@@ -380,7 +392,6 @@ fn read_attributes(instance: &Arc<Instance>, store: &Arc<Store>, attrs: &[Entid]
             store.index.stop_building(*a);
         }
     }
-    Ok(false)
 }
 
 /// An answer of the entity path, written into DuckDB's output chunks by [`Answer::write`].

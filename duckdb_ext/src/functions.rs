@@ -85,9 +85,10 @@ pub fn write_for<T>(
 }
 
 /// [`write_for`] on the store `name`, opened (created first when `create`, as `mentat_transact` does for a store
-/// that does not exist yet) on the write's own connection.
+/// that does not exist yet) on the write's own connection. Afterwards the indexer is told of a logged write, and the
+/// attributes the transactor asked to have in the entity index are read in, in the background.
 pub fn write_store<T>(
-    instance: &Instance,
+    instance: &Arc<Instance>,
     caller: &Caller,
     name: &StoreName,
     create: bool,
@@ -97,6 +98,11 @@ pub fn write_store<T>(
         let store = instance.stores.open(conn, name, create)?;
         let out = write(conn, &store);
         instance.indexer.poke(&store);
+        // the attributes the transactor asked for, so that the next small writes on them are logged
+        let wanted = store.index.take_wanted();
+        if !wanted.is_empty() {
+            crate::entity::read_in_background(instance, &store, &wanted);
+        }
         out
     })
 }

@@ -14,6 +14,10 @@
 //! queries need it. An attribute is read under the store's writer lock, so no transaction commits half-way
 //! through a read.
 //!
+//! Which attributes: those an entity-shaped query reads (`duckdb_ext/src/entity.rs`), those a group reads many
+//! datoms of (`pending.rs`), and those a small transaction writes ([`EntityIndex::want`], so that the next small
+//! transactions on them can go to the log).
+//!
 //! Memory: an attribute costs 16 bytes per datom (entity, tx), its values (8 bytes, or a shared string), and 4
 //! bytes per datom for the value order; [`EntityIndex::bytes`] reports the total and an attribute that would pass
 //! the budget is not indexed (its queries take the general path).
@@ -666,12 +670,19 @@ pub struct EntityIndex {
     snapshot: RwLock<Arc<Snapshot>>,
     /// Attributes being read in the background.
     building: Mutex<HashSet<Entid>>,
+    /// Attributes the transactor asks to have read in (see [`EntityIndex::want`]).
+    wanted: Mutex<HashSet<Entid>>,
     bytes: AtomicUsize,
 }
 
 impl Default for EntityIndex {
     fn default() -> EntityIndex {
-        EntityIndex { snapshot: RwLock::new(Arc::default()), building: Mutex::default(), bytes: AtomicUsize::new(0) }
+        EntityIndex {
+            snapshot: RwLock::new(Arc::default()),
+            building: Mutex::default(),
+            wanted: Mutex::default(),
+            bytes: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -793,6 +804,30 @@ impl EntityIndex {
         }
         self.set_bytes(&next);
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+    }
+
+    /// Asks for attributes `attrs` to be read in: the transactor's request for the attributes of a small group it
+    /// had to write to the tables only because the index did not hold them (`pending.rs`). Once they are held,
+    /// such groups go to the transaction log instead (a file append and one sync, `txlog.rs`): a store's writes make
+    /// the attributes they write memory-resident, as Datomic's transactor keeps what it writes in its memory index.
+    /// The caller that owns a connection pool reads them in the background ([`EntityIndex::take_wanted`]); an
+    /// attribute held, refused (past the budget) or being read already is not asked for again.
+    pub fn want(&self, attrs: impl IntoIterator<Item = Entid>) {
+        let snap = self.snapshot();
+        let building = self.building.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut wanted = self.wanted.lock().unwrap_or_else(|p| p.into_inner());
+        wanted.extend(
+            attrs
+                .into_iter()
+                .filter(|a| !snap.attrs.contains_key(a) && !snap.refused.contains(a) && !building.contains(a)),
+        );
+    }
+
+    /// The attributes asked for by [`EntityIndex::want`] since the last call, sorted.
+    pub fn take_wanted(&self) -> Vec<Entid> {
+        let mut wanted: Vec<Entid> = self.wanted.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+        wanted.sort_unstable();
+        wanted
     }
 
     /// Marks `a` as being read in the background; false when it already is.

@@ -28,6 +28,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 /// first (see [`Pending::index_if_read_enough`]).
 pub const INDEX_AT: usize = 16;
 
+/// A group of at most this many datoms that the log would take but for attributes the entity index does not
+/// hold asks for them to be read in ([`crate::eindex::EntityIndex::want`]); larger groups (bulk loads) do not.
+pub const WANT_INDEX_DATOMS: usize = 1_000;
+
 /// The group's members, their datoms not yet written indexed for the members that read after them, and the
 /// table reads kept for the group (valid until the next flush). The datoms are the members' own [`Applied`]
 /// values, held here until the group commits; the index refers to them by position, copying none.
@@ -383,7 +387,7 @@ impl Pending {
         }
         let settings = store.log.settings;
         let snap = store.index.snapshot();
-        let loggable = !self.flushed
+        let kind_loggable = !self.flushed
             && settings.max_rows > 0
             && !tx_instant_retracted
             && attrs.iter().all(|a| {
@@ -392,9 +396,15 @@ impl Pending {
                         && !attr.fulltext
                         && attr.tuple.is_none()
                         && crate::eindex::indexable(attr.value_type)
-                        && (snap.attr(*a).is_some() || settings.always)
                 })
             });
+        let unheld: Vec<Entid> = attrs.iter().copied().filter(|a| snap.attr(*a).is_none()).collect();
+        let loggable = kind_loggable && (unheld.is_empty() || settings.always);
+        // a small group kept from the log only by attributes the index does not hold asks for them: the next
+        // groups on them are logged (a bulk load gains little from the log, and is left alone)
+        if kind_loggable && !loggable && n <= WANT_INDEX_DATOMS {
+            store.index.want(unheld);
+        }
         let within = store.log.rows() + n <= settings.max_rows;
         // a group of nothing but :db/txInstant datoms (empty transactions) gains nothing from the log
         if loggable && within && !attrs.is_empty() && crate::txlog::prepare(conn, store)? {

@@ -21,7 +21,12 @@
 //!   `:db/retractEntity`), all of whose attributes the entity index holds (so the transactor's reads of them never
 //!   go to the tables) and none of which is fulltext or a schema attribute; `:db/txInstant` datoms go with them.
 //!   Anything else is written to the tables as before, after the log is applied when it holds one of the group's
-//!   attributes (so that per attribute, datoms reach the tables in tx order).
+//!   attributes (so that per attribute, datoms reach the tables in tx order). A small group (at most
+//!   [`crate::pending::WANT_INDEX_DATOMS`]) written to the tables only because the index did not hold some of its
+//!   attributes asks for them ([`crate::eindex::EntityIndex::want`]; the extension reads them in the background),
+//!   so a writer's second and later small transactions on an attribute are logged whether or not any query has
+//!   read it: one client's single-datom transactions on a file store went from 273-368/s to 990-1,283/s (three
+//!   alternating runs of 5 s each, updates drawn over 5,000 entities, on the same machine).
 //! - **Applied**: with the transactor's own table writer, as if the logged transactions were one group: the
 //!   logged retractions leave `cur_` and enter `hist_`, the logged assertions not retracted later in the log enter
 //!   `cur_` (a handful as point statements, more staged and written set-based per attribute); the sequence number
