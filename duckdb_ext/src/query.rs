@@ -394,8 +394,16 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         tried = true;
     }
     let compile = |held: Option<&[i64]>| {
-        planner::compile_query_sources(&query, inputs.as_deref(), &schema, &store_name, &opts, &sources, held)
-            .map_err(|e| e.to_string())
+        planner::compile_query_sources(&query, inputs.as_deref(), &schema, &store_name, &opts, &sources, held).map_err(
+            |e| match (&e, opts.empty) {
+                // the empty database of a store never written knows only the bootstrap attributes: say why
+                (planner::PlanError::UnknownAttribute { .. }, true) => format!(
+                    "{e} (store {store_name} does not exist yet: its first mentat_transact creates it; \
+                     store := names another)"
+                ),
+                _ => e.to_string(),
+            },
+        )
     };
     let mut compiled = compile(None)?;
     // a pull's `*` is typed from the attributes the answer's entities hold: probe them, then compile again
