@@ -422,7 +422,8 @@ def test_interrupts_at_any_moment_leave_every_pooled_connection_usable(con):
     opened the transaction once left a pooled connection aborted for good)."""
     transact(con, SCHEMA)
     count = lambda: q(con, "[:find (count ?e) . :where [?e :f/key]]")  # noqa: E731
-    written, cut = 0, 0
+    written, cut, late = 0, 0, 0
+    there = lambda i: q(con, f'[:find ?e . :where [?e :f/key "i{i}-0"]]') != []  # noqa: E731
     # small calls cut anywhere, and large ones cut while their EDN is parsed (before their first statement)
     calls = [(1, (i % 7) * 0.0004) for i in range(200)] + [(5000, 0.002 + (i % 10) * 0.002) for i in range(40)]
     for i, (size, after) in enumerate(calls):
@@ -431,9 +432,17 @@ def test_interrupts_at_any_moment_leave_every_pooled_connection_usable(con):
         if isinstance(out, duckdb.Error):
             assert "nterrupt" in str(out), out
             cut += 1
+            if "nothing was written" in str(out):
+                # mentat's own error: the call was rolled back
+                assert not there(i), (i, str(out))
+            elif there(i):
+                # DuckDB's own "Interrupted!" after mentat committed, while DuckDB finished the statement: a
+                # committed write reported as failed, an open finding (TESTING.md "Faults"), counted here
+                late += 1
+                written += size
         else:
             written += size
-    print(f"\n{cut} of {len(calls)} calls interrupted")
+    print(f"\n{cut} of {len(calls)} calls interrupted, {late} of them after their commit")
     assert cut > 0
     assert count() == ([(written,)] if written else [(None,)])
     # every connection of the pool: as many concurrent calls as the machine has threads, twice over
@@ -451,3 +460,4 @@ def test_interrupts_at_any_moment_leave_every_pooled_connection_usable(con):
     [t.join() for t in threads]
     assert errors == []
     assert count() == [(written + n,)]
+
