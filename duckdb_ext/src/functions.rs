@@ -66,15 +66,33 @@ pub fn caller_and_store(bind: &BindInfo, instance: &Instance) -> Res<(Caller, St
 }
 
 /// Runs one write of a call on a connection that has taken on the caller's session: the caller's interrupt stops
-/// it, and rolls it back when it comes before the COMMIT ([`storage::interrupt`]); once `write` has committed,
-/// an interrupt that came too late is withdrawn so that the caller is told of the write ([`Caller::committed`]).
+/// it, and rolls it back when it comes before the commit point ([`storage::interrupt::committing`],
+/// [`Caller::commit_point`]); it is held back from the connection while a COMMIT runs; once `write` has committed,
+/// an interrupt that came too late is withdrawn, and where DuckDB allows it refused for the rest of the statement,
+/// so that the caller is told of the write ([`Caller::committed`]). A call that reports an error has written
+/// nothing.
 pub fn write_for<T>(
     instance: &Instance,
     caller: &Caller,
     write: impl FnOnce(&duckdb::Connection) -> storage::Result<T>,
 ) -> Res<T> {
     let conn = instance.pool.get_for(caller)?;
-    match storage::interrupt::scope(caller.check(), || write(&conn)) {
+    let (hold, c) = (conn.holder(), caller.clone());
+    let hook = move |p: storage::interrupt::Point| match p {
+        storage::interrupt::Point::Begin => {
+            c.reopen();
+            true
+        }
+        storage::interrupt::Point::Commit => {
+            hold(true);
+            c.commit_point()
+        }
+        storage::interrupt::Point::Committed => {
+            hold(false);
+            true
+        }
+    };
+    match storage::interrupt::scope_with(caller.check(), hook, || write(&conn)) {
         Ok(out) => {
             caller.committed();
             Ok(out)

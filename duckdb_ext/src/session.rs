@@ -22,10 +22,26 @@
 //! the next statement (DuckDB clears the flag when a query starts). A DuckDB whose layout fails any of these
 //! checks gets no interrupt forwarding (the calls then end when their inner work ends, as before); nothing is
 //! ever written to a context whose layout was not proven.
+//!
+//! **The commit point.** DuckDB looks at the flag after our function returns, and also on the caller's own
+//! thread while our function runs on one of DuckDB's workers (about 4 calls in 10 here), failing the statement at
+//! once. So an interrupt that lands after mentat decided to commit would fail a statement whose write is in the
+//! store: a committed write reported as failed (seen: 86 of 1,177 cut single-datom calls). Newer DuckDBs (the
+//! Python package 2.0) keep the flag as a three-state enum, `NOT_INTERRUPTED` 0, `INTERRUPTED` 1,
+//! `INTERRUPTS_SUPPRESSED` 2, whose `Interrupt()` only moves 0 to 1 and whose checks only stop at 1; DuckDB clears
+//! it to 0 when the next statement starts. There the commit point of each transaction of a call
+//! ([`Caller::commit_point`]) is one atomic step from 0 to 2: either the caller interrupted first and the
+//! transaction rolls back, or no interrupt can fail the statement any more; a later transaction of the same call
+//! lets interrupts in again when it begins ([`Caller::reopen`]), and the call's end leaves the flag at 2
+//! ([`Caller::committed`]). Every call that reports an error has written nothing. [`calibrate`] proves the state on
+//! a connection of its own (2 stays 2 through `duckdb_interrupt`, and the next statement clears it) before it is
+//! ever used. DuckDB 1.5 (the CLI 1.5.6) has a plain `atomic<bool>` whose `Interrupt()` always stores 1: there the
+//! commit point is a plain check, mentat clears the flag after the commit, and an interrupt in between can still
+//! fail a committed statement (a documented race, TESTING.md "Faults").
 
 use duckdb::ffi;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -36,6 +52,14 @@ const POLL: Duration = Duration::from_millis(2);
 
 /// Offset of the interrupt byte inside DuckDB's `ClientContext`, or 0 when it could not be proven at load.
 static FLAG_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the DuckDB that loaded us has the `INTERRUPTS_SUPPRESSED` state (proven by [`calibrate`]).
+static SUPPRESSIBLE: AtomicBool = AtomicBool::new(false);
+
+/// DuckDB's `ClientInterruptState` values (one byte).
+const NOT_INTERRUPTED: u8 = 0;
+const INTERRUPTED: u8 = 1;
+const INTERRUPTS_SUPPRESSED: u8 = 2;
 
 /// What mentat needs of the caller's session, read at bind time.
 #[derive(Clone, Debug, Default)]
@@ -137,15 +161,52 @@ impl Caller {
     /// Whether the caller's statement has been interrupted.
     pub fn interrupted(&self) -> bool {
         // SAFETY: see [`Flag`].
-        self.flag.is_some_and(|f| unsafe { (*f.0).load(Ordering::SeqCst) } == 1)
+        self.flag.is_some_and(|f| unsafe { (*f.0).load(Ordering::SeqCst) } == INTERRUPTED)
     }
 
     /// Called after our work committed: an interrupt that came too late to stop the commit is withdrawn, so the
     /// caller is told of the write it got, not of an error (a call that reports an error has written nothing).
+    /// Where DuckDB has the suppressed state, later interrupts of this statement are refused too (module docs).
     pub fn committed(&self) {
         if let Some(f) = self.flag {
-            // SAFETY: see [`Flag`]; 1 -> 0 is what DuckDB itself does when it clears the flag.
-            let _ = unsafe { &*f.0 }.compare_exchange(1, 0, Ordering::SeqCst, Ordering::SeqCst);
+            // SAFETY: see [`Flag`]; both are states DuckDB itself stores in the byte (the suppressed one only
+            // where calibrate proved it), and DuckDB clears the byte to 0 when the caller's next statement starts.
+            let byte = unsafe { &*f.0 };
+            if SUPPRESSIBLE.load(Ordering::Relaxed) {
+                byte.store(INTERRUPTS_SUPPRESSED, Ordering::SeqCst);
+            } else {
+                let _ = byte.compare_exchange(INTERRUPTED, NOT_INTERRUPTED, Ordering::SeqCst, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The commit point of one of the call's transactions ([`storage::interrupt::Point::Commit`]): true when it may
+    /// commit. Where DuckDB has the suppressed state this is one atomic step, 0 to 2 (or 2 already, after an
+    /// earlier commit of the call): DuckDB, whose thread may check the flag while our function runs on one of its
+    /// workers, can then no longer fail the statement. Elsewhere it is a plain check, and an interrupt right after
+    /// it can still fail a statement whose transaction commits (module docs).
+    pub fn commit_point(&self) -> bool {
+        let Some(f) = self.flag else { return true };
+        // SAFETY: see [`Flag`] and [`Caller::committed`].
+        let byte = unsafe { &*f.0 };
+        if SUPPRESSIBLE.load(Ordering::Relaxed) {
+            match byte.compare_exchange(NOT_INTERRUPTED, INTERRUPTS_SUPPRESSED, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => true,
+                Err(now) => now == INTERRUPTS_SUPPRESSED,
+            }
+        } else {
+            byte.load(Ordering::SeqCst) != INTERRUPTED
+        }
+    }
+
+    /// A transaction of the call begins ([`storage::interrupt::Point::Begin`]): interrupts held back since an
+    /// earlier commit of the same call are let in again (2 to 0), so a call of many transactions
+    /// (`mentat_transact_many`) stays interruptible between them.
+    pub fn reopen(&self) {
+        if let (Some(f), true) = (self.flag, SUPPRESSIBLE.load(Ordering::Relaxed)) {
+            // SAFETY: see [`Flag`] and [`Caller::committed`].
+            let byte = unsafe { &*f.0 };
+            let _ = byte.compare_exchange(INTERRUPTS_SUPPRESSED, NOT_INTERRUPTED, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
 
@@ -207,6 +268,8 @@ struct Watched {
     id: u64,
     flag: Flag,
     target: Target,
+    /// Not forwarded meanwhile: the connection is running a COMMIT ([`Watch::holder`]).
+    held: bool,
 }
 
 #[derive(Default)]
@@ -224,7 +287,7 @@ fn watcher() -> &'static Watcher {
             while guard.1.is_empty() {
                 guard = w.wake.wait(guard).unwrap_or_else(|p| p.into_inner());
             }
-            for x in &guard.1 {
+            for x in guard.1.iter().filter(|x| !x.held) {
                 // SAFETY: see [`Flag`]: a watch is dropped before its caller's function returns.
                 if unsafe { (*x.flag.0).load(Ordering::SeqCst) } == 1 {
                     // Again on every poll: DuckDB clears a connection's flag when its next statement starts.
@@ -252,9 +315,32 @@ impl Watch {
         let mut guard = w.watched.lock().unwrap_or_else(|p| p.into_inner());
         guard.0 += 1;
         let id = guard.0;
-        guard.1.push(Watched { id, flag, target });
+        guard.1.push(Watched { id, flag, target, held: false });
         w.wake.notify_one();
         Watch(Some(id))
+    }
+}
+
+/// Holds back (true) or resumes (false) the forwarding of watch `id`. Holding waits for a forward in progress (the
+/// watcher forwards under the same lock), so no interrupt reaches the connection after it returns.
+fn hold(id: u64, on: bool) {
+    let w = watcher();
+    let mut guard = w.watched.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(x) = guard.1.iter_mut().find(|x| x.id == id) {
+        x.held = on;
+    }
+}
+
+impl Watch {
+    /// What the write's hook calls around each COMMIT: the forwarding is held back while the COMMIT runs (past the
+    /// commit point, see [`storage::interrupt::committing`]).
+    pub fn holder(&self) -> impl Fn(bool) + 'static {
+        let id = self.0;
+        move |on| {
+            if let Some(id) = id {
+                hold(id, on)
+            }
+        }
     }
 }
 
@@ -302,6 +388,17 @@ pub unsafe fn calibrate(db: ffi::duckdb_database) {
             let cleared = byte(a) == 0;
             if idle && raised && cleared {
                 FLAG_OFFSET.store(offset, Ordering::Relaxed);
+                // the suppressed state: 2 survives an interrupt, and the next statement clears it
+                let flag = &*(a.add(offset) as *const AtomicU8);
+                flag.store(INTERRUPTS_SUPPRESSED, Ordering::SeqCst);
+                ffi::duckdb_interrupt(conns[0]);
+                let held = byte(a) == INTERRUPTS_SUPPRESSED;
+                ffi::duckdb_query(conns[0], c"SELECT 1".as_ptr(), &mut result);
+                let ran = ffi::duckdb_result_error(&mut result).is_null();
+                ffi::duckdb_destroy_result(&mut result);
+                let reset = byte(a) == NOT_INTERRUPTED;
+                flag.store(NOT_INTERRUPTED, Ordering::SeqCst);
+                SUPPRESSIBLE.store(held && ran && reset, Ordering::Relaxed);
             }
         }
     }

@@ -7,19 +7,51 @@
 //! one call on its thread with [`scope`]; without one, nothing is ever interrupted (the Rust API, the tests).
 
 use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The moments of a call's DuckDB transactions that the extension takes part in ([`scope_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// A transaction is about to begin: the caller may interrupt it (again).
+    Begin,
+    /// The commit point, right before a COMMIT: true when the transaction may commit (the caller has not
+    /// interrupted it); from here the caller's interrupts are too late for it and are held back.
+    Commit,
+    /// The COMMIT has returned (or failed, or the commit point refused it).
+    Committed,
+}
+
+/// The current call's interrupt, as [`scope_with`] set it.
+struct Current {
+    check: Box<dyn Fn() -> bool>,
+    hook: Option<Rc<dyn Fn(Point) -> bool>>,
+}
 
 thread_local! {
-    static CHECK: RefCell<Option<Box<dyn Fn() -> bool>>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with `check` as this thread's interrupt check, restoring the previous one afterwards.
 pub fn scope<T>(check: impl Fn() -> bool + 'static, f: impl FnOnce() -> T) -> T {
-    let previous = CHECK.with(|c| c.borrow_mut().replace(Box::new(check)));
-    struct Restore(Option<Option<Box<dyn Fn() -> bool>>>);
+    enter(Current { check: Box::new(check), hook: None }, f)
+}
+
+/// [`scope`], and `hook` called at each [`Point`] of the call's transactions ([`point`], [`committing`]).
+pub fn scope_with<T>(
+    check: impl Fn() -> bool + 'static,
+    hook: impl Fn(Point) -> bool + 'static,
+    f: impl FnOnce() -> T,
+) -> T {
+    enter(Current { check: Box::new(check), hook: Some(Rc::new(hook)) }, f)
+}
+
+fn enter<T>(current: Current, f: impl FnOnce() -> T) -> T {
+    let previous = CURRENT.with(|c| c.borrow_mut().replace(current));
+    struct Restore(Option<Option<Current>>);
     impl Drop for Restore {
         fn drop(&mut self) {
             if let Some(p) = self.0.take() {
-                CHECK.with(|c| *c.borrow_mut() = p);
+                CURRENT.with(|c| *c.borrow_mut() = p);
             }
         }
     }
@@ -27,9 +59,42 @@ pub fn scope<T>(check: impl Fn() -> bool + 'static, f: impl FnOnce() -> T) -> T 
     f()
 }
 
+fn hook() -> Option<Rc<dyn Fn(Point) -> bool>> {
+    CURRENT.with(|c| c.borrow().as_ref().and_then(|cur| cur.hook.clone()))
+}
+
 /// Whether the caller of the current call has been interrupted.
 pub fn requested() -> bool {
-    CHECK.with(|c| c.borrow().as_ref().is_some_and(|f| f()))
+    CURRENT.with(|c| c.borrow().as_ref().is_some_and(|cur| (cur.check)()))
+}
+
+/// Tells the extension that a transaction begins (see [`Point::Begin`]).
+pub fn begin() {
+    if let Some(h) = hook() {
+        h(Point::Begin);
+    }
+}
+
+/// Runs `commit` (a COMMIT statement) past the call's commit point, or returns None without running it when the
+/// caller interrupted the call first.
+///
+/// Why a commit point: DuckDB may run a table function on one of its worker threads while the caller's thread
+/// checks the interrupt flag and fails the statement at once. An interrupt that lands between a plain check and
+/// the function's return would fail a statement whose transaction then commits: the call says "error", the write is
+/// there. So the extension decides, at this point and atomically with the caller's interrupts, whether the
+/// transaction commits, and holds later interrupts back (from the connection running the COMMIT too: DuckDB looks
+/// at a connection's interrupt after a COMMIT has committed, and would fail that statement).
+pub fn committing<T>(commit: impl FnOnce() -> T) -> Option<T> {
+    let Some(h) = hook() else { return Some(commit()) };
+    struct Done(Rc<dyn Fn(Point) -> bool>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            (self.0)(Point::Committed);
+        }
+    }
+    let may = h(Point::Commit);
+    let _done = Done(h);
+    may.then(commit)
 }
 
 #[cfg(test)]
@@ -54,5 +119,35 @@ mod tests {
             },
         );
         assert!(!requested());
+    }
+
+    #[test]
+    fn commits_pass_the_commit_point_only_inside_a_scope_with_a_hook() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        assert_eq!(committing(|| 1), Some(1));
+        let (l, refuse) = (log.clone(), Rc::new(Cell::new(false)));
+        let r = refuse.clone();
+        scope_with(
+            || false,
+            move |p| {
+                l.borrow_mut().push(format!("{p:?}"));
+                !(p == Point::Commit && r.get())
+            },
+            || {
+                begin();
+                assert_eq!(committing(|| log.borrow_mut().push("COMMIT".into())), Some(()));
+                refuse.set(true);
+                assert_eq!(committing(|| log.borrow_mut().push("never".into())), None);
+                refuse.set(false);
+                // a COMMIT that panics ends its hold too
+                let r =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| committing(|| panic!("commit failed"))));
+                assert!(r.is_err());
+            },
+        );
+        assert_eq!(committing(|| log.borrow_mut().push("outside".into())), Some(()));
+        let expected =
+            ["Begin", "Commit", "COMMIT", "Committed", "Commit", "Committed", "Commit", "Committed", "outside"];
+        assert_eq!(*log.borrow(), expected);
     }
 }

@@ -24,7 +24,8 @@ pub mod txlog;
 
 /// Runs `f` inside one DuckDB transaction on `conn` (which must have none open): COMMIT when `f` returns Ok,
 /// ROLLBACK when it or the COMMIT fails, when it panics, or when the caller was interrupted before the COMMIT
-/// ([`interrupt::requested`], then [`StorageError::Interrupted`]), so that a failed call leaves nothing behind
+/// ([`interrupt::requested`], then the commit point [`interrupt::committing`]; [`StorageError::Interrupted`]),
+/// so that a failed call leaves nothing behind
 /// and the connection goes back to its pool with no transaction open.
 pub fn in_transaction<T>(conn: &duckdb::Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let open = Open::begin(conn)?;
@@ -32,7 +33,10 @@ pub fn in_transaction<T>(conn: &duckdb::Connection, f: impl FnOnce() -> Result<T
     if interrupt::requested() {
         return Err(StorageError::Interrupted);
     }
-    conn.prepare_cached("COMMIT")?.execute([])?;
+    match interrupt::committing(|| conn.prepare_cached("COMMIT")?.execute([])) {
+        Some(done) => done?,
+        None => return Err(StorageError::Interrupted),
+    };
     open.done();
     Ok(v)
 }
@@ -49,6 +53,7 @@ impl<'c> Open<'c> {
     /// before the error is returned (a pooled connection left so would fail every later call with "transaction is
     /// aborted"). This is the only place mentat opens a DuckDB transaction.
     pub fn begin(conn: &'c duckdb::Connection) -> Result<Open<'c>> {
+        interrupt::begin();
         if let Err(e) = conn.prepare_cached("BEGIN TRANSACTION").and_then(|mut s| s.execute([])) {
             rollback(conn);
             return Err(e.into());
