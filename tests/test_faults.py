@@ -378,6 +378,40 @@ def interrupted(con, sql, params, after):
     return time.perf_counter() - t, out
 
 
+def test_interrupted_writers_in_one_group_commit_fail_only_when_nothing_of_theirs_was_written(con):
+    """Four connections write at once, so most transactions are written by another caller's group (group commit),
+    and each is interrupted at some moment of its call: a call that fails must have written nothing, and one that
+    answers must be there. A waiting caller's commit point is passed by the leader on its behalf; before that, a
+    waiting caller interrupted after the leader's COMMIT failed with DuckDB's 'Interrupted!' although written."""
+    transact(con, SCHEMA)
+    outcomes = {}
+
+    def writer(w):
+        c = con.cursor()
+        for i in range(150):
+            key = f"w{w}-{i}"
+            timer = threading.Timer(0.0003 + ((i * 7 + w) % 23) * 0.0002, c.interrupt)
+            timer.start()
+            try:
+                out = c.execute("SELECT datoms FROM mentat_transact(?)", [f'[{{:f/key "{key}" :f/n {i}}}]']).fetchall()
+            except duckdb.Error as e:
+                out = str(e)
+            timer.join()
+            outcomes[key] = out
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    failed = {k: o for k, o in outcomes.items() if isinstance(o, str)}
+    assert all("nterrupt" in o for o in failed.values()), failed
+    assert 0 < len(failed) < len(outcomes)
+    assert all(o == [(3,)] for k, o in outcomes.items() if k not in failed)
+    stored = {k for (k,) in q(con, "[:find ?k :where [?e :f/key ?k]]")}
+    print(f"\n{len(failed)} of {len(outcomes)} calls interrupted")
+    assert {k: failed[k] for k in stored & failed.keys()} == {}
+    assert stored == outcomes.keys() - failed.keys()
+
+
 def test_interrupting_transact_many_pull_many_and_with(con):
     transact(con, SCHEMA)
     rows(con, imp(200_000, 1))

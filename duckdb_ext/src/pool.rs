@@ -108,7 +108,7 @@ impl PooledConnection<'_> {
 impl PooledConnection<'_> {
     /// Holds the caller's interrupt back from this connection while it commits (see [`crate::session::Watch::holder`]);
     /// a no-op when no caller was adopted.
-    pub fn holder(&self) -> impl Fn(bool) + 'static {
+    pub fn holder(&self) -> impl Fn(bool) + Send + Sync + 'static {
         let watch = self.watch.as_ref().map(|w| w.holder());
         move |on| {
             if let Some(w) = &watch {

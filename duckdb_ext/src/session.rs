@@ -334,7 +334,7 @@ fn hold(id: u64, on: bool) {
 impl Watch {
     /// What the write's hook calls around each COMMIT: the forwarding is held back while the COMMIT runs (past the
     /// commit point, see [`storage::interrupt::committing`]).
-    pub fn holder(&self) -> impl Fn(bool) + 'static {
+    pub fn holder(&self) -> impl Fn(bool) + Send + Sync + 'static {
         let id = self.0;
         move |on| {
             if let Some(id) = id {

@@ -45,7 +45,8 @@ pub struct Queue {
 #[derive(Default)]
 struct Waiting {
     next_id: u64,
-    pending: Vec<(u64, String)>,
+    /// Waiting transactions: id, EDN text, and the caller's hook for its commit point ([`crate::interrupt::Hook`]).
+    pending: Vec<(u64, String, Option<crate::interrupt::Hook>)>,
     decided: HashMap<u64, Result<TxReport>>,
     leading: bool,
 }
@@ -75,16 +76,19 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
         if !q.leading {
             q.leading = true;
             let n = q.pending.len().min(GROUP_MAX);
-            let group: Vec<(u64, String)> = q.pending.drain(..n).collect();
+            let group: Vec<(u64, String, Option<crate::interrupt::Hook>)> = q.pending.drain(..n).collect();
             drop(q);
-            let texts: Vec<&str> = group.iter().map(|(_, t)| t.as_str()).collect();
-            let reports = std::panic::catch_unwind(AssertUnwindSafe(|| transact_many(conn, store, &texts)))
+            let texts: Vec<&str> = group.iter().map(|(_, t, _)| t.as_str()).collect();
+            // the leader's own commit point is its in_transaction's; the others' are passed on their behalf
+            let points: Vec<Option<crate::interrupt::Hook>> =
+                group.iter().map(|(i, _, h)| if *i == id { None } else { h.clone() }).collect();
+            let reports = std::panic::catch_unwind(AssertUnwindSafe(|| transact_group(conn, store, &texts, &points)))
                 .unwrap_or_else(|_| {
                     let msg = "the transactor panicked while writing a group; nothing of it was written";
                     texts.iter().map(|_| Err(StorageError::Store(msg.into()))).collect()
                 });
             q = lock(&queue.state);
-            for ((id, _), r) in group.iter().zip(reports) {
+            for ((id, _, _), r) in group.iter().zip(reports) {
                 q.decided.insert(*id, r);
             }
             q.leading = false;
@@ -98,7 +102,7 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
 fn enqueue(q: &mut Waiting, edn: &str) -> u64 {
     let id = q.next_id;
     q.next_id += 1;
-    q.pending.push((id, edn.to_string()));
+    q.pending.push((id, edn.to_string(), crate::interrupt::hook()));
     id
 }
 
@@ -107,6 +111,22 @@ fn enqueue(q: &mut Waiting, edn: &str) -> u64 {
 /// texts are parsed in parallel; the writes are the store's single writer's. A store that cannot be written,
 /// a failed COMMIT or an interrupt fails every member that was not already decided.
 pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Result<TxReport>> {
+    transact_group(conn, store, edns, &[])
+}
+
+/// [`transact_many`] for a group of waiting callers: `points[i]`, when there is one, is the commit point of the
+/// caller of `edns[i]` (not the leader's own), passed right before the COMMIT for every member that is to be
+/// written. A caller who interrupted first is left out: the group rolls back and is written again without it
+/// (it is told [`StorageError::Interrupted`]); the others cannot be failed by an interrupt from then on, as a
+/// caller who writes alone ([`crate::interrupt::committing`]).
+fn transact_group(
+    conn: &Connection,
+    store: &Store,
+    edns: &[&str],
+    points: &[Option<crate::interrupt::Hook>],
+) -> Vec<Result<TxReport>> {
+    use crate::interrupt::Point;
+    let point = |i: usize| points.get(i).and_then(|h| h.as_ref());
     if let Some(why) = store.read_only() {
         let msg = format!("{} is read-only ({why}): transactions cannot change it", store.name);
         return edns.iter().map(|_| Err(StorageError::Store(msg.clone()))).collect();
@@ -213,8 +233,24 @@ pub fn transact_many(conn: &Connection, store: &Store, edns: &[&str]) -> Vec<Res
             trace.mark("members");
             let logged = pending.finish(conn, store, &state.schema, &state.parts)?;
             trace.mark(if logged.is_some() { "log" } else { "write" });
+            // the waiting callers' commit points, right before the leader's own (in in_transaction)
+            for &i in &members {
+                if refused.iter().all(|(r, _)| *r != i) && point(i).is_some_and(|h| !h(Point::Commit)) {
+                    failed = Some((i, StorageError::Interrupted));
+                    return Err(StorageError::Store("a member of the group was interrupted".into()));
+                }
+            }
             Ok((pending.into_members(), refused, state, logged))
         });
+        for &i in &members {
+            if let Some(h) = point(i) {
+                // rolled back: the member may be interrupted again while it waits for the next group
+                if outcome.is_err() {
+                    h(Point::Begin);
+                }
+                h(Point::Committed);
+            }
+        }
         trace.mark("commit");
         // a logged group is durable once its record is synced to the log file, after DuckDB's COMMIT (which
         // wrote at most partition marks and an apply of earlier records): a failed sync fails the whole group

@@ -7,7 +7,7 @@
 //! one call on its thread with [`scope`]; without one, nothing is ever interrupted (the Rust API, the tests).
 
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The moments of a call's DuckDB transactions that the extension takes part in ([`scope_with`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,10 +21,14 @@ pub enum Point {
     Committed,
 }
 
+/// What the extension does at each [`Point`] of a call's transactions; shared with a group-commit leader, which
+/// passes a waiting caller's commit point on that caller's behalf ([`crate::group`]).
+pub type Hook = Arc<dyn Fn(Point) -> bool + Send + Sync>;
+
 /// The current call's interrupt, as [`scope_with`] set it.
 struct Current {
     check: Box<dyn Fn() -> bool>,
-    hook: Option<Rc<dyn Fn(Point) -> bool>>,
+    hook: Option<Hook>,
 }
 
 thread_local! {
@@ -39,10 +43,10 @@ pub fn scope<T>(check: impl Fn() -> bool + 'static, f: impl FnOnce() -> T) -> T 
 /// [`scope`], and `hook` called at each [`Point`] of the call's transactions ([`point`], [`committing`]).
 pub fn scope_with<T>(
     check: impl Fn() -> bool + 'static,
-    hook: impl Fn(Point) -> bool + 'static,
+    hook: impl Fn(Point) -> bool + Send + Sync + 'static,
     f: impl FnOnce() -> T,
 ) -> T {
-    enter(Current { check: Box::new(check), hook: Some(Rc::new(hook)) }, f)
+    enter(Current { check: Box::new(check), hook: Some(Arc::new(hook)) }, f)
 }
 
 fn enter<T>(current: Current, f: impl FnOnce() -> T) -> T {
@@ -59,7 +63,8 @@ fn enter<T>(current: Current, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-fn hook() -> Option<Rc<dyn Fn(Point) -> bool>> {
+/// The current call's hook (None outside [`scope_with`]).
+pub fn hook() -> Option<Hook> {
     CURRENT.with(|c| c.borrow().as_ref().and_then(|cur| cur.hook.clone()))
 }
 
@@ -86,7 +91,7 @@ pub fn begin() {
 /// at a connection's interrupt after a COMMIT has committed, and would fail that statement).
 pub fn committing<T>(commit: impl FnOnce() -> T) -> Option<T> {
     let Some(h) = hook() else { return Some(commit()) };
-    struct Done(Rc<dyn Fn(Point) -> bool>);
+    struct Done(Hook);
     impl Drop for Done {
         fn drop(&mut self) {
             (self.0)(Point::Committed);
@@ -102,6 +107,7 @@ mod tests {
     use super::*;
     use std::cell::Cell;
     use std::rc::Rc;
+    use std::sync::Mutex;
 
     #[test]
     fn scoped_checks_nest_and_restore() {
@@ -123,31 +129,33 @@ mod tests {
 
     #[test]
     fn commits_pass_the_commit_point_only_inside_a_scope_with_a_hook() {
-        let log = Rc::new(RefCell::new(Vec::new()));
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let push = |l: &Arc<Mutex<Vec<String>>>, s: &str| l.lock().unwrap().push(s.to_string());
         assert_eq!(committing(|| 1), Some(1));
-        let (l, refuse) = (log.clone(), Rc::new(Cell::new(false)));
+        let (l, refuse) = (log.clone(), Arc::new(std::sync::atomic::AtomicBool::new(false)));
         let r = refuse.clone();
         scope_with(
             || false,
             move |p| {
-                l.borrow_mut().push(format!("{p:?}"));
-                !(p == Point::Commit && r.get())
+                l.lock().unwrap().push(format!("{p:?}"));
+                !(p == Point::Commit && r.load(std::sync::atomic::Ordering::SeqCst))
             },
             || {
                 begin();
-                assert_eq!(committing(|| log.borrow_mut().push("COMMIT".into())), Some(()));
-                refuse.set(true);
-                assert_eq!(committing(|| log.borrow_mut().push("never".into())), None);
-                refuse.set(false);
+                assert_eq!(committing(|| push(&log, "COMMIT")), Some(()));
+                refuse.store(true, std::sync::atomic::Ordering::SeqCst);
+                assert_eq!(committing(|| push(&log, "never")), None);
+                refuse.store(false, std::sync::atomic::Ordering::SeqCst);
                 // a COMMIT that panics ends its hold too
                 let r =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| committing(|| panic!("commit failed"))));
                 assert!(r.is_err());
             },
         );
-        assert_eq!(committing(|| log.borrow_mut().push("outside".into())), Some(()));
+        assert!(hook().is_none());
+        assert_eq!(committing(|| push(&log, "outside")), Some(()));
         let expected =
             ["Begin", "Commit", "COMMIT", "Committed", "Commit", "Committed", "Commit", "Committed", "outside"];
-        assert_eq!(*log.borrow(), expected);
+        assert_eq!(*log.lock().unwrap(), expected);
     }
 }
