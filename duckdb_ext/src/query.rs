@@ -316,8 +316,15 @@ pub(crate) unsafe fn time_bound(
     let bound = if is_integer(id) {
         Ok(TimeBound::Tx(ffi::duckdb_get_int64(v)))
     } else if id == ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR {
-        // every byte ([`full_text`]): text with a NUL is refused whole, not read up to the NUL
-        full_text(instance, v).and_then(|t| check_instant(instance, name, &t).map(|()| TimeBound::Instant(t)))
+        // every byte ([`full_text`]): text with a NUL is refused whole, not read up to the NUL; DuckDB's cast checks
+        // the rest in the statement that resolves the instant ([`read_schema_at`])
+        full_text(instance, v).and_then(|t| {
+            if t.len() > 256 || t.contains('\0') {
+                Err(not_an_instant(name, &t))
+            } else {
+                Ok(TimeBound::Instant(t))
+            }
+        })
     } else {
         Ok(TimeBound::Instant(value_text(v)))
     };
@@ -325,20 +332,18 @@ pub(crate) unsafe fn time_bound(
     bound.map(Some)
 }
 
+/// The error for `name := '<text>'` that is not a tx entid or an instant (see [`time_bound`]).
+fn not_an_instant(name: &CStr, text: &str) -> String {
+    let shown: String = text.chars().take(200).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let more = if text.chars().count() > 200 { "..." } else { "" };
+    format!(
+        "{} := '{shown}{more}' is not a tx entid or an instant (a TIMESTAMPTZ, or text such as '2024-01-31 12:00:00+00')",
+        name.to_string_lossy()
+    )
+}
+
 /// Refuses instant text that DuckDB's `TIMESTAMPTZ` cast does not read (see [`time_bound`]).
 fn check_instant(instance: &Instance, name: &CStr, text: &str) -> Result<(), String> {
-    let refuse = || {
-        let shown: String = text.chars().take(200).map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let more = if text.chars().count() > 200 { "..." } else { "" };
-        format!(
-            "{} := '{shown}{more}' is not a tx entid or an instant (a TIMESTAMPTZ, or text such as \
-             '2024-01-31 12:00:00+00')",
-            name.to_string_lossy()
-        )
-    };
-    if text.len() > 256 || text.contains('\0') {
-        return Err(refuse());
-    }
     let conn = instance.pool.get()?;
     let ok: bool = conn
         .query_row("SELECT TRY_CAST(?::VARCHAR AS TIMESTAMPTZ) IS NOT NULL", [text], |r| r.get(0))
@@ -346,7 +351,7 @@ fn check_instant(instance: &Instance, name: &CStr, text: &str) -> Result<(), Str
     if ok {
         Ok(())
     } else {
-        Err(refuse())
+        Err(not_an_instant(name, text))
     }
 }
 
@@ -788,8 +793,15 @@ unsafe fn read_sources(
 /// which is the database as of the instant at the moment of resolution (a transaction committed after that has a
 /// larger tx and is left out, as it would be had the query run a moment earlier).
 ///
+/// The same statement checks the text with DuckDB's `TIMESTAMPTZ` cast: one statement where there were two (a
+/// bind-time check, then the resolution).
+///
 /// `mentat_sql` keeps the instant's subquery (its text is run later, maybe elsewhere, and must not freeze the
-/// bound). A store that does not exist yet keeps it too (the planner answers from the bootstrap datoms).
+/// bound). A store that does not exist yet keeps it too (the planner answers from the bootstrap datoms), its text
+/// checked alone.
+///
+/// # Errors
+/// `"as_of := '<text>' is not a tx entid or an instant ..."` for text DuckDB's cast does not read; DuckDB's errors.
 pub(crate) unsafe fn read_schema_at(
     instance: &Instance,
     caller: &Caller,
@@ -798,18 +810,29 @@ pub(crate) unsafe fn read_schema_at(
 ) -> Result<Arc<planner::schema::Schema>, String> {
     let schema = read_schema(instance, store, opts)?;
     if opts.empty {
+        // nothing to resolve against (a store not written yet): the text is only checked
+        for (name, bound) in [(c"as_of", &opts.as_of), (c"since", &opts.since)] {
+            if let Some(TimeBound::Instant(text)) = bound {
+                check_instant(instance, name, text)?;
+            }
+        }
         return Ok(schema);
     }
+    // one statement checks the text (-1: DuckDB's cast does not read it) and finds the last tx at or before it
     let sql = format!(
-        "SELECT coalesce(max(e), 0) FROM {} WHERE v <= CAST($1::VARCHAR AS TIMESTAMPTZ)",
+        "SELECT CASE WHEN TRY_CAST($1::VARCHAR AS TIMESTAMPTZ) IS NULL THEN -1 ELSE coalesce((SELECT max(e) FROM {} \
+         WHERE v <= TRY_CAST($1::VARCHAR AS TIMESTAMPTZ)), 0) END",
         store.current(planner::layout::DB_TX_INSTANT)
     );
-    for bound in [&mut opts.as_of, &mut opts.since] {
+    for (name, bound) in [(c"as_of", &mut opts.as_of), (c"since", &mut opts.since)] {
         let Some(TimeBound::Instant(text)) = bound else { continue };
         let mut value = ffi::duckdb_create_varchar_length(text.as_ptr() as *const _, text.len() as u64);
         let tx = query_bigints(instance, caller, &sql, &[value]);
         ffi::duckdb_destroy_value(&mut value);
         let tx = tx?.first().copied().ok_or("mentat: resolving an instant to a tx returned no row")?;
+        if tx < 0 {
+            return Err(not_an_instant(name, text));
+        }
         *bound = Some(TimeBound::Tx(tx));
     }
     Ok(schema)
