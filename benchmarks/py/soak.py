@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -38,6 +39,25 @@ from benchmarks.py.suite import workload as W  # noqa: E402
 from benchmarks.py.suite.peers import mentat as M  # noqa: E402
 
 READS = ["q1", "q2", "q4", "pull", "as_of"]
+
+
+def malloc_mb():
+    """glibc's allocator, summed over its arenas (mallinfo2): (MB in use by the program, MB held free inside the
+    arenas, not returned to the system). Free memory growing while in-use memory stays is the allocator keeping
+    what was freed, not a leak. (nan, nan) where glibc has no mallinfo2."""
+    try:
+        import ctypes
+
+        class MallInfo2(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_size_t) for n in
+                        ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                         "fordblks", "keepcost")]
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        m = libc.mallinfo2()
+        return (m.uordblks + m.hblkhd) / 2**20, m.fordblks / 2**20
+    except (OSError, AttributeError):
+        return float("nan"), float("nan")
 
 
 def rss_mb():
@@ -52,10 +72,12 @@ class Opts:
     native_clients = "1"
 
 
-def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None, writes_mode="steady"):
+def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None, writes_mode="steady",
+        memory_limit=None):
     """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase; `writes_mode`
     is "steady" (500-entity transactions label 500 issues, then retract those labels) or "growing" (they label 500
-    issues, then add 500 new users)."""
+    issues, then add 500 new users). `memory_limit` (DuckDB's setting, e.g. "300MB"), set after the load, bounds
+    DuckDB's buffer pool: what grows beyond it is memory kept outside DuckDB's cache."""
     assert writes_mode in ("steady", "growing"), writes_mode
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="mentat-soak-"))
@@ -65,6 +87,8 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     peer.load()
     peer.apply_history()
     peer.settle(ds)
+    if memory_limit:
+        peer.con.execute(f"SET memory_limit = '{memory_limit}'")
     say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
     protected = sorted(ds.protected_idxs())
     writable = ds.writable_idxs()
@@ -75,11 +99,15 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     lat = [[{sc: array.array("d") for sc in READS} for _ in range(windows)] for _ in range(readers)]
     writes = [0] * windows
     rss = [0.0] * windows
+    heap = [(0.0, 0.0)] * windows
     duck = [0.0] * windows  # DuckDB's own accounting of its memory (buffer pool and the rest), MB
     index = [0.0] * windows  # mentat's entity index (`mentat_entity_index()`), MB
     probe = peer.con.cursor()
     errors = []
+    # labels written and not retracted since, per issue index (issues whose labels were all retracted are dropped),
+    # and which issues were ever labelled (a fixed-size array: the soak's own bookkeeping must not grow the process)
     written_labels = {}
+    labelled = np.zeros(int(max(writable)) + 1, dtype=bool)
     # (issue index, label) pairs retracted and not written again since: the last 20,000 of them (kept bounded, so
     # that the soak's own bookkeeping does not grow the process it measures), and how many there were
     retracted = {}
@@ -114,6 +142,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
                 idx = int(writable[rnd.randrange(len(writable))])
                 label = labels[rnd.randrange(len(labels))]
                 s.write_label(idx, label)
+                labelled[idx] = True
                 written_labels.setdefault(idx, set()).add(label)
                 retracted.pop((idx, label), None)
             elif k % 4 == 1:
@@ -124,6 +153,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
                                      for i, lb in pairs) + "]"
                 s.c.execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()
                 for i, lb in pairs:
+                    labelled[i] = True
                     written_labels.setdefault(i, set()).add(lb)
                     retracted.pop((i, lb), None)
                 last_batch = pairs
@@ -133,7 +163,12 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
                                      for i, lb in last_batch) + "]"
                 s.c.execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()
                 for i, lb in last_batch:
-                    written_labels[i].discard(lb)
+                    held_now = written_labels.get(i)
+                    if held_now is not None:
+                        held_now.discard(lb)
+                        if not held_now:
+                            # an empty set per issue touched once would grow the process the soak measures
+                            del written_labels[i]
                     retracted[(i, lb)] = True
                     if len(retracted) > 20_000:
                         retracted.pop(next(iter(retracted)))
@@ -163,6 +198,9 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     while w < windows and not stop.is_set():
         stop.wait(max(0.0, start + (w + 1) * minute - time.perf_counter()))
         rss[w] = rss_mb()
+        heap[w] = malloc_mb()
+        if tracemalloc.is_tracing():
+            say(f"  (python objects traced: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB)")
         duck[w] = probe.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] / 2**20
         index[w] = (probe.execute("SELECT sum(bytes) FROM mentat_entity_index()").fetchall()[0][0] or 0) / 2**20
         w += 1
@@ -189,7 +227,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     left_retracted = sum(1 for idx, lb in retracted if lb in held.get(idx, set()))
     report = {"scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
               "errors": errors, "new_users": len(new_users), "lost_users": lost_users,
-              "labelled_issues": len(written_labels), "lost_labels": lost_labels, "writes_mode": writes_mode,
+              "labelled_issues": int(labelled.sum()), "lost_labels": lost_labels, "writes_mode": writes_mode,
               "retracted_labels": n_retracted[0], "retracted_labels_checked": len(retracted), "retracted_labels_left": left_retracted}
     ok = not errors and lost_users == 0 and lost_labels == 0 and left_retracted == 0
     for w in range(windows):
@@ -205,12 +243,14 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         worst = max((v["p99_ms"] / v["p50_ms"] for v in per.values() if v["p50_ms"]), default=0.0)
         row = {"window": w, "reads": len(xs), "p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
                "writes": writes[w], "rss_mb": round(rss[w], 1), "duckdb_mb": round(duck[w], 1),
-               "entity_index_mb": round(index[w], 1),
+               "entity_index_mb": round(index[w], 1), "malloc_in_use_mb": round(heap[w][0], 1),
+               "malloc_free_mb": round(heap[w][1], 1),
                "per_question": per, "worst_question_p99_over_p50": round(worst, 2)}
         report["windows"].append(row)
         say(f"  {w + 1:>3}: {len(xs):>7} reads p50 {p50:7.2f} ms p99 {p99:8.2f} ms ({p99 / p50 if p50 else 0:5.1f}x; "
             f"per question at most {worst:4.1f}x), {writes[w]:>5} writes, rss {rss[w]:7.1f} MB "
-            f"(DuckDB {duck[w]:7.1f} MB, entity index {index[w]:6.1f} MB)")
+            f"(DuckDB {duck[w]:7.1f} MB, entity index {index[w]:6.1f} MB; malloc in use {heap[w][0]:7.1f} MB, "
+            f"free in its arenas {heap[w][1]:7.1f} MB)")
         if xs and worst > 10:
             ok = False
     say("  per question, last window: " + ", ".join(
@@ -224,7 +264,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     ok = ok and growth < 0.10
     report["passed"] = ok
     say(f"soak: {'PASSED' if ok else 'FAILED'}: {sum(r['reads'] for r in report['windows'])} reads, "
-        f"{sum(writes)} writes ({len(new_users)} new users, {len(written_labels)} issues labelled, "
+        f"{sum(writes)} writes ({len(new_users)} new users, {int(labelled.sum())} issues labelled, "
         f"{n_retracted[0]} labels retracted), {len(errors)} errors, {lost_users + lost_labels} writes lost, "
         f"{left_retracted} retracted labels left, rss growth {growth:.1%} after the first window (DuckDB's own "
         f"{report['duckdb_mb_growth_after_first_window']:.1%}, the rest {report['rss_outside_duckdb_growth_after_first_window']:.1%})"
@@ -242,10 +282,11 @@ def main(argv=None):
     ap.add_argument("--writes", default="steady", choices=["steady", "growing"],
                     help="steady: 500-entity transactions label issues, then retract the labels (the store keeps its "
                          "size); growing: they label issues, then add 500 new users")
+    ap.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit during the run, e.g. 300MB")
     ap.add_argument("--out", default=None, help="write the report as JSON here")
     o = ap.parse_args(argv)
     seconds = o.seconds if o.seconds is not None else o.minutes * 60
-    report = run(o.scale, seconds, o.workdir, writes_mode=o.writes)
+    report = run(o.scale, seconds, o.workdir, writes_mode=o.writes, memory_limit=o.memory_limit)
     if o.out:
         pathlib.Path(o.out).write_text(json.dumps(report, indent=1))
     return 0 if report["passed"] else 1
