@@ -6,9 +6,9 @@ use thiserror::Error;
 /// user reading a DuckDB error knows what to fix; a failed transaction leaves nothing behind.
 #[derive(Debug, Error)]
 pub enum StorageError {
-    /// The EDN text could not be parsed.
-    #[error("malformed EDN at line {row}, column {col}: {message}")]
-    Edn { row: usize, col: usize, message: String },
+    /// The EDN text could not be parsed; `form` is the text's first 200 characters.
+    #[error("malformed EDN at line {row}, column {col}: {message} in `{form}`")]
+    Edn { row: usize, col: usize, message: String, form: String },
     /// A transaction form has a shape the transactor does not accept.
     #[error("invalid transaction form {form}: {reason}")]
     BadForm { form: String, reason: String },
@@ -57,6 +57,17 @@ pub enum StorageError {
 pub type Result<T> = std::result::Result<T, StorageError>;
 
 impl StorageError {
+    /// A [`StorageError::Edn`] for `text`, which `edn-format` refused with `e`.
+    pub fn edn(text: &str, e: &edn_format::ParserErrorWithContext) -> StorageError {
+        StorageError::Edn {
+            // edn-format counts lines in `col` and characters within a line in `row`.
+            row: e.col,
+            col: e.row,
+            message: format!("{:?}", e.error),
+            form: text.chars().take(200).map(|c| if c.is_control() { ' ' } else { c }).collect(),
+        }
+    }
+
     /// A [`StorageError::BadForm`] for an EDN form.
     pub fn bad_form(form: &edn_format::Value, reason: impl Into<String>) -> StorageError {
         StorageError::BadForm { form: edn_format::emit_str(form), reason: reason.into() }

@@ -89,11 +89,7 @@ impl ImportOptions {
     /// `{:flight/carrier :airline/code, :flight/dest :airport/faa}`. Errors with [`StorageError::Edn`] on bad
     /// EDN and [`StorageError::BadForm`] when it is not a map of keywords.
     pub fn parse_refs(edn: &str) -> Result<Vec<(String, String)>> {
-        let v = planner::parse::read_edn(edn).map_err(|e| StorageError::Edn {
-            row: e.row,
-            col: e.col,
-            message: format!("{:?}", e.error),
-        })?;
+        let v = planner::parse::read_edn(edn).map_err(|e| StorageError::edn(edn, &e))?;
         let bad = |reason: &str| StorageError::BadForm { form: edn.to_string(), reason: reason.to_string() };
         let Edn::Map(m) = v else {
             return Err(bad("refs := is an EDN map {:ref/attribute :target/unique-attribute ...}"));

@@ -116,12 +116,7 @@ impl Term {
 
 /// Parses EDN text into the top-level vector of transaction forms.
 pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
-    let v = planner::parse::read_edn(text).map_err(|e| StorageError::Edn {
-        // edn-format counts lines in `col` and characters within a line in `row`.
-        row: e.col,
-        col: e.row,
-        message: format!("{:?}", e.error),
-    })?;
+    let v = planner::parse::read_edn(text).map_err(|e| StorageError::edn(text, &e))?;
     match v {
         Edn::Vector(items) | Edn::List(items) => Ok(items),
         other => Err(StorageError::bad_form(&other, "a transaction is a vector of forms")),
@@ -667,6 +662,8 @@ mod tests {
         // the stray `]` closes the vector while the map is open: line 2, column 18
         let e = parse_tx("[{:user/email \"x@y.z\"\n  :user/name \"X\" ]", &s).unwrap_err();
         assert!(matches!(e, StorageError::Edn { row: 2, col: 18, .. }), "{e}");
+        // the message shows the text (its newline as a space)
+        assert!(e.to_string().ends_with("in `[{:user/email \"x@y.z\"   :user/name \"X\" ]`"), "{e}");
         // a nested map with a unique identity attribute is fine
         assert!(parse_tx(r#"[{:issue/assignee {:user/email "x"}}]"#, &s).is_ok());
     }
