@@ -210,7 +210,7 @@ impl Caller {
         }
     }
 
-    /// A check for [`storage::interrupt::scope`]: true once the caller has been interrupted.
+    /// A check for [`storage::interrupt::scope_with`]: true once the caller has been interrupted.
     pub fn check(&self) -> impl Fn() -> bool + 'static {
         let me = self.clone();
         move || me.interrupted()

@@ -4,7 +4,7 @@
 //! (`duckdb_ext/src/session.rs`), which stops the statement that is running. Between statements nothing would
 //! notice: so [`crate::in_transaction`] asks [`requested`] right before its COMMIT and rolls back when the caller
 //! was interrupted, and a call that reports an error has written nothing. The check is set for the duration of
-//! one call on its thread with [`scope`]; without one, nothing is ever interrupted (the Rust API, the tests).
+//! one call on its thread with [`scope_with`]; without one, nothing is ever interrupted (the Rust API, the tests).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -28,28 +28,27 @@ pub type Hook = Arc<dyn Fn(Point) -> bool + Send + Sync>;
 /// The current call's interrupt, as [`scope_with`] set it.
 struct Current {
     check: Box<dyn Fn() -> bool>,
-    hook: Option<Hook>,
+    hook: Hook,
+}
+
+/// A hook that takes part in nothing (a scope that only checks).
+#[cfg(test)]
+fn no_hook(_: Point) -> bool {
+    true
 }
 
 thread_local! {
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with `check` as this thread's interrupt check, restoring the previous one afterwards.
-pub fn scope<T>(check: impl Fn() -> bool + 'static, f: impl FnOnce() -> T) -> T {
-    enter(Current { check: Box::new(check), hook: None }, f)
-}
-
-/// [`scope`], and `hook` called at each [`Point`] of the call's transactions ([`point`], [`committing`]).
+/// Runs `f` with `check` as this thread's interrupt check, and `hook` called at each [`Point`] of the call's
+/// transactions ([`begin`], [`committing`]), restoring the previous ones afterwards.
 pub fn scope_with<T>(
     check: impl Fn() -> bool + 'static,
     hook: impl Fn(Point) -> bool + Send + Sync + 'static,
     f: impl FnOnce() -> T,
 ) -> T {
-    enter(Current { check: Box::new(check), hook: Some(Arc::new(hook)) }, f)
-}
-
-fn enter<T>(current: Current, f: impl FnOnce() -> T) -> T {
+    let current = Current { check: Box::new(check), hook: Arc::new(hook) };
     let previous = CURRENT.with(|c| c.borrow_mut().replace(current));
     struct Restore(Option<Option<Current>>);
     impl Drop for Restore {
@@ -65,7 +64,7 @@ fn enter<T>(current: Current, f: impl FnOnce() -> T) -> T {
 
 /// The current call's hook (None outside [`scope_with`]).
 pub fn hook() -> Option<Hook> {
-    CURRENT.with(|c| c.borrow().as_ref().and_then(|cur| cur.hook.clone()))
+    CURRENT.with(|c| c.borrow().as_ref().map(|cur| cur.hook.clone()))
 }
 
 /// Whether the caller of the current call has been interrupted.
@@ -114,13 +113,14 @@ mod tests {
         assert!(!requested());
         let flag = Rc::new(Cell::new(false));
         let f = flag.clone();
-        scope(
+        scope_with(
             move || f.get(),
+            no_hook,
             || {
                 assert!(!requested());
                 flag.set(true);
                 assert!(requested());
-                scope(|| false, || assert!(!requested()));
+                scope_with(|| false, no_hook, || assert!(!requested()));
                 assert!(requested());
             },
         );
