@@ -103,9 +103,7 @@ impl PooledConnection<'_> {
         self.watch = Some(crate::session::Watch::start(caller, target));
         Ok(())
     }
-}
 
-impl PooledConnection<'_> {
     /// Holds the caller's interrupt back from this connection while it commits (see [`crate::session::Watch::holder`]);
     /// a no-op when no caller was adopted.
     pub fn holder(&self) -> impl Fn(bool) + Send + Sync + 'static {

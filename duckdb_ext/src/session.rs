@@ -289,7 +289,7 @@ fn watcher() -> &'static Watcher {
             }
             for x in guard.1.iter().filter(|x| !x.held) {
                 // SAFETY: see [`Flag`]: a watch is dropped before its caller's function returns.
-                if unsafe { (*x.flag.0).load(Ordering::SeqCst) } == 1 {
+                if unsafe { (*x.flag.0).load(Ordering::SeqCst) } == INTERRUPTED {
                     // Again on every poll: DuckDB clears a connection's flag when its next statement starts.
                     x.target.interrupt();
                 }
@@ -319,19 +319,7 @@ impl Watch {
         w.wake.notify_one();
         Watch(Some(id))
     }
-}
 
-/// Holds back (true) or resumes (false) the forwarding of watch `id`. Holding waits for a forward in progress (the
-/// watcher forwards under the same lock), so no interrupt reaches the connection after it returns.
-fn hold(id: u64, on: bool) {
-    let w = watcher();
-    let mut guard = w.watched.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(x) = guard.1.iter_mut().find(|x| x.id == id) {
-        x.held = on;
-    }
-}
-
-impl Watch {
     /// What the write's hook calls around each COMMIT: the forwarding is held back while the COMMIT runs (past the
     /// commit point, see [`storage::interrupt::committing`]).
     pub fn holder(&self) -> impl Fn(bool) + Send + Sync + 'static {
@@ -341,6 +329,16 @@ impl Watch {
                 hold(id, on)
             }
         }
+    }
+}
+
+/// Holds back (true) or resumes (false) the forwarding of watch `id`. Holding waits for a forward in progress (the
+/// watcher forwards under the same lock), so no interrupt reaches the connection after it returns.
+fn hold(id: u64, on: bool) {
+    let w = watcher();
+    let mut guard = w.watched.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(x) = guard.1.iter_mut().find(|x| x.id == id) {
+        x.held = on;
     }
 }
 
