@@ -100,3 +100,147 @@ def test_another_store_exported_into_the_directory_is_written_whole(con, tmp_pat
     assert answers(reader, "snap") == answers(other)
     for c in (other, reader):
         c.close()
+
+
+def three_snapshots(con, d):
+    """Three exports into `d`, a change before each of the last two; returns their manifests, oldest first."""
+    transact(con, SCHEMA)
+    ids = transact(con, '[{:db/id "p" :a/x [1 2] :a/y "one"} {:db/id "q" :a/x 3 :a/y "two"}]')["tempids"]
+    rows(con, "SELECT * FROM mentat_export(?)", [d])
+    m1 = manifest(d)
+    transact(con, f"[[:db/retract {ids['p']} :a/x 1] [:db/add {ids['q']} :a/x 4]]")
+    rows(con, "SELECT * FROM mentat_export(?)", [d])
+    m2 = manifest(d)
+    transact(con, f'[[:db/add {ids["p"]} :a/y "uno"] {{:a/x 9 :a/y "nine"}}]')
+    rows(con, "SELECT * FROM mentat_export(?)", [d])
+    return [m1, m2, manifest(d)]
+
+
+def test_earlier_snapshots_are_listed_and_read_by_their_basis_tx(con, tmp_path):
+    d = str(tmp_path / "export")
+    ms = three_snapshots(con, d)
+    listed = rows(con, "SELECT basis_tx, manifest, files, current, history, latest FROM mentat_snapshots(?)", [d])
+    assert listed == [
+        (m["basis_tx"], f"manifest.{m['basis_tx']}.json", len(m["files"]),
+         sum(f["rows"] for f in m["files"] if f["kind"] == "current"),
+         sum(f["rows"] for f in m["files"] if f["kind"] == "history"), i == 2)
+        for i, m in enumerate(ms)]
+    (instant,), = rows(con, "SELECT epoch_us(basis_instant) FROM mentat_snapshots(?) WHERE latest", [d])
+    assert instant == ms[2]["basis_instant_us"]
+    reader = connect()
+    for i, m in enumerate(ms):
+        rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := ?, snapshot := ?)", [d, f"s{i}", m["basis_tx"]])
+        rows(reader, "SELECT * FROM mentat_import_store(?, store := ?, snapshot := ?)", [d, f"c{i}", m["basis_tx"]])
+        # a snapshot is the store as of its basis tx, whichever reader reads it
+        want = answers(con, as_of=m["basis_tx"])
+        assert answers(reader, f"s{i}") == want == answers(reader, f"c{i}")
+    assert answers(reader, "s0") != answers(reader, "s2")
+    missing = ms[0]["basis_tx"] - 1
+    for fn in ("mentat_attach_parquet", "mentat_import_store"):
+        try:
+            rows(reader, f"SELECT * FROM {fn}(?, store := 'nope', snapshot := ?)", [d, missing])
+            raise AssertionError("an unknown snapshot was read")
+        except Exception as e:  # noqa: BLE001  (DuckDB's exception class)
+            assert f"no snapshot {missing}" in str(e) and str(ms[1]["basis_tx"]) in str(e), e
+    assert rows(reader, "SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'nope'") == [(0,)]
+    reader.close()
+
+
+def test_prune_drops_the_oldest_snapshots_and_only_their_files(con, tmp_path):
+    d = str(tmp_path / "export")
+    ms = three_snapshots(con, d)
+    with open(os.path.join(d, "notes.parquet"), "w") as f:  # a file no manifest names: never touched
+        f.write("not mentat's")
+    paths = [{f["path"] for f in m["files"]} for m in ms]
+    only_first = paths[0] - paths[1] - paths[2]
+    assert only_first, "the second snapshot rewrote some attribute: a weak test"
+    size = sum(os.path.getsize(os.path.join(d, p)) for p in only_first)
+    before = set(os.listdir(d))
+
+    assert rows(con, "SELECT * FROM mentat_prune_export(?, keep := 2)", [d]) == [(2, 1, len(only_first), size)]
+    assert set(os.listdir(d)) == before - only_first - {f"manifest.{ms[0]['basis_tx']}.json"}
+    assert [r[0] for r in rows(con, "SELECT basis_tx FROM mentat_snapshots(?)", [d])] == [ms[1]["basis_tx"],
+                                                                                         ms[2]["basis_tx"]]
+    # what is kept still reads as before; the dropped snapshot is gone
+    reader = connect()
+    rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'old', snapshot := ?)", [d, ms[1]["basis_tx"]])
+    rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'now')", [d])
+    assert answers(reader, "old") == answers(con, as_of=ms[1]["basis_tx"]) and answers(reader, "now") == answers(con)
+    try:
+        rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'gone', snapshot := ?)", [d, ms[0]["basis_tx"]])
+        raise AssertionError("a pruned snapshot was read")
+    except Exception as e:  # noqa: BLE001
+        assert "no snapshot" in str(e), e
+    # nothing more to drop; then only the latest
+    assert rows(con, "SELECT * FROM mentat_prune_export(?, keep := 2)", [d]) == [(2, 0, 0, 0)]
+    kept = set(os.listdir(d))
+    only_second = paths[1] - paths[2]
+    (r,) = rows(con, "SELECT * FROM mentat_prune_export(?)", [d])
+    assert r[:3] == (1, 1, len(only_second)) and set(os.listdir(d)) == kept - only_second - {
+        f"manifest.{ms[1]['basis_tx']}.json"}
+    assert "notes.parquet" in os.listdir(d)
+    rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'last')", [d])
+    assert answers(reader, "last") == answers(con)
+    # an export after a prune is still incremental over the latest snapshot
+    transact(con, '[{:a/x 10 :a/y "ten"}]')
+    (files, _, _), = rows(con, "SELECT * FROM mentat_export(?)", [d])
+    assert 0 < files < len(manifest(d)["files"])
+    try:
+        rows(con, "SELECT * FROM mentat_prune_export(?, keep := 0)", [d])
+        raise AssertionError("keep := 0 was accepted")
+    except Exception as e:  # noqa: BLE001
+        assert "keep := 0" in str(e), e
+    reader.close()
+
+
+def test_uuid_and_bigint_values_are_written_as_text_and_decimal(con, tmp_path):
+    """Format version 2: a uuid `v` is its canonical text (Apache Spark refuses Parquet's UUID type), a bigint
+    DECIMAL(38,0); any Parquet reader sees them so, and mentat's readers give back the store's types."""
+    transact(con, """[{:db/ident :u/id :db/valueType :db.type/uuid :db/cardinality :db.cardinality/one
+                       :db/unique :db.unique/identity}
+                      {:db/ident :u/n :db/valueType :db.type/bigint :db/cardinality :db.cardinality/one}]""")
+    ids = ["0f8b4c1e-9a55-4a5e-8a8e-2c7e5c0a1b2c", "ffffffff-0000-4000-8000-000000000001"]
+    transact(con, f'[{{:u/id #uuid "{ids[0]}" :u/n 123456789012345678901234567890N}} {{:u/id #uuid "{ids[1]}"}}]')
+    d = str(tmp_path / "export")
+    rows(con, "SELECT * FROM mentat_export(?)", [d])
+    m = manifest(d)
+    assert m["format_version"] == 2
+    files = {f["ident"]: f for f in m["files"] if f["kind"] == "current" and f["ident"]}
+    plain = connect()  # DuckDB's own Parquet reader
+    path = os.path.join(d, files[":u/id"]["path"])
+    assert rows(plain, f"SELECT DISTINCT typeof(v) FROM read_parquet('{path}')") == [("VARCHAR",)]
+    assert sorted(r[0] for r in rows(plain, f"SELECT v FROM read_parquet('{path}')")) == ids
+    path = os.path.join(d, files[":u/n"]["path"])
+    assert rows(plain, f"SELECT typeof(v), v::VARCHAR FROM read_parquet('{path}')") == [
+        ("DECIMAL(38,0)", "123456789012345678901234567890")]
+    q = "[:find ?u ?n :where [?e :u/id ?u] [?e :u/n ?n]]"
+    rows(plain, "SELECT * FROM mentat_attach_parquet(?, store := 'snap')", [d])
+    rows(plain, "SELECT * FROM mentat_import_store(?, store := 'copy')", [d])
+    want = rows(con, f"SELECT * FROM mentat_q('{q}')")
+    assert len(want) == 1
+    for store in ("snap", "copy"):
+        assert rows(plain, f"SELECT * FROM mentat_q('{q}', store := '{store}')") == want
+        assert rows(plain, f"SELECT DISTINCT typeof(v) FROM {store}.cur_{files[':u/id']['attribute']}") == [("UUID",)]
+    plain.close()
+
+
+def test_an_export_of_format_version_1_is_written_again_whole(con, tmp_path):
+    """An incremental export never mixes versions: into a directory whose latest snapshot is of version 1, every
+    table is written again (under new names, so the version-1 snapshot stays readable)."""
+    transact(con, SCHEMA)
+    transact(con, '[{:a/x 1 :a/y "one"}]')
+    d = str(tmp_path / "export")
+    rows(con, "SELECT * FROM mentat_export(?)", [d])
+    old = manifest(d)
+    for name in ("manifest.json", f"manifest.{old['basis_tx']}.json"):
+        with open(os.path.join(d, name), "w") as f:
+            json.dump({**old, "format_version": 1}, f)
+    transact(con, '[{:a/x 2 :a/y "two"}]')
+    (files, _, _), = rows(con, "SELECT * FROM mentat_export(?)", [d])
+    m = manifest(d)
+    assert m["format_version"] == 2 and files == len(m["files"])
+    assert not {f["path"] for f in m["files"]} & {f["path"] for f in old["files"]}
+    reader = connect()
+    rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'v1', snapshot := ?)", [d, old["basis_tx"]])
+    assert answers(reader, "v1") == answers(con, as_of=old["basis_tx"])
+    reader.close()

@@ -5,9 +5,12 @@ each, answers compared. Prints a table; never asserts on time.
 The store is synthetic, shaped like the issue tracker of shared/workload.md and built with mentat_import in one
 transaction: --issues issues (state, priority, title, assignee, created-at: 5 datoms each) and a :issue/blocks ref
 chaining issues in runs of --chain, whose closure the rule computes. The cluster is a master and --workers workers
-(1 core, 1 GB each) started from pyspark's distribution (mentat_spark.StandaloneCluster).
+(1 core and --worker-memory each) started from pyspark's distribution (mentat_spark.StandaloneCluster).
 
     python3 benchmarks/py/spark_bench.py --issues 400000 --chain 8 --runs 5
+    # scale l, 100 M datoms (6.875 per issue):
+    python3 benchmarks/py/spark_bench.py --issues 14550000 --runs 3 --closure-runs 1 \
+        --worker-memory 4g --executor-memory 3g --driver-memory 4g --shuffle-partitions 16
 """
 import argparse
 import os
@@ -68,6 +71,11 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--closure-runs", type=int, default=None, help="runs of the closure rule (default --runs)")
+    ap.add_argument("--worker-memory", default="1g", help="memory of each Spark worker")
+    ap.add_argument("--executor-memory", default="768m")
+    ap.add_argument("--driver-memory", default="1g")
+    ap.add_argument("--shuffle-partitions", type=int, default=None, help="default 2 per worker")
     a = ap.parse_args()
     work = pathlib.Path(a.workdir or tempfile.mkdtemp(prefix="mentat-spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -83,20 +91,24 @@ def main():
     from pyspark.sql import SparkSession
 
     queries = [("q3", Q3, None), ("q4", Q4, "[4]"), ("closure", CLOSURE, f"[{RULES}]")]
-    with mentat_spark.StandaloneCluster(workers=a.workers, cores=1, memory="1g", log_dir=work / "spark") as c:
+    with mentat_spark.StandaloneCluster(workers=a.workers, cores=1, memory=a.worker_memory,
+                                        log_dir=work / "spark") as c:
         spark = (SparkSession.builder.master(c.url).appName("mentat-bench")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                 .config("spark.executor.memory", "768m").config("spark.cores.max", str(a.workers))
-                 .config("spark.sql.shuffle.partitions", str(2 * a.workers)).config("spark.ui.enabled", "false")
+                 .config("spark.executor.memory", a.executor_memory)
+                 .config("spark.driver.memory", a.driver_memory).config("spark.cores.max", str(a.workers))
+                 .config("spark.sql.shuffle.partitions", str(a.shuffle_partitions or 2 * a.workers)).config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         print(f"{'query':8} {'rows':>8} {'mentat_q ms':>12} {'spark ms':>10} {'same':>5}")
         for name, q, inputs in queries:
+            runs = (a.closure_runs or a.runs) if name == "closure" else a.runs
             sql = "SELECT * FROM mentat_q(?" + (", inputs := ?" if inputs else "") + ")"
             params = [q] + ([inputs] if inputs else [])
-            dt, want = median_time(lambda: con.execute(sql, params).fetchall(), a.runs)
+            dt, want = median_time(lambda: con.execute(sql, params).fetchall(), runs)
             st, got = median_time(lambda: [tuple(r) for r in mentat_spark.q(spark, str(work / "export"), q,
-                                                                            inputs).collect()], a.runs)
+                                                                            inputs).collect()], runs)
             same = sorted(map(tuple, want)) == sorted(got)
             print(f"{name:8} {len(want):>8} {dt * 1000:>12.1f} {st * 1000:>10.1f} {str(same):>5}")
         spark.stop()

@@ -4,8 +4,9 @@
 //! |---|---|---|
 //! | `mentat_transact(edn VARCHAR [, store := VARCHAR])` | table | one Datomic-style transaction, committed on its own |
 //! | `mentat_import(source_sql VARCHAR [, store :=, refs :=, missing_refs :=])` | table | every row of a query becomes one entity, in one transaction (see `import.rs`) |
-//! | `mentat_export(dir VARCHAR [, store :=])`, `mentat_import_store(dir VARCHAR [, store :=])` | table | a whole store to Parquet files and back, same entids (see `import.rs`) |
-//! | `mentat_attach_parquet(dir VARCHAR [, store :=])` | table | an exported store opened read-only, its datoms read from the files (see `import.rs`) |
+//! | `mentat_export(dir VARCHAR [, store :=])`, `mentat_import_store(dir VARCHAR [, store :=, snapshot :=])` | table | a whole store to Parquet files and back, same entids; exports into an earlier export's directory add a snapshot (see `import.rs`) |
+//! | `mentat_attach_parquet(dir VARCHAR [, store :=, snapshot :=])` | table | an exported store (its latest or a kept snapshot) opened read-only, its datoms read from the files (see `import.rs`) |
+//! | `mentat_snapshots(dir VARCHAR)`, `mentat_prune_export(dir VARCHAR [, keep :=])` | table | the snapshots an export directory keeps; dropping all but the newest (see `import.rs`) |
 //! | `mentat_schema([store := VARCHAR])` | table | one row per attribute of the store's schema |
 //! | `mentat_entity_index([store := VARCHAR])` | table | what the store's entity index holds, per attribute (memory included) |
 //! | `mentat_q(query VARCHAR [, inputs := VARCHAR, sources := VARCHAR, store :=, as_of :=, since :=, history :=])` | table | a Datalog query's answer; `sources` maps source variables to stores (see `query.rs`) |

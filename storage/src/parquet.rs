@@ -25,8 +25,12 @@ use duckdb::Connection;
 use planner::layout::{self, quote_str, StoreName};
 use std::collections::BTreeMap;
 
-/// The version of the export layout that `manifest.json` states (`docs/parquet-format.md`).
-pub const FORMAT_VERSION: i64 = 1;
+/// The version of the export layout that `manifest.json` states (`docs/parquet-format.md`). Version 2 writes uuid
+/// values as their canonical text (version 1 wrote Parquet's UUID logical type, which Apache Spark refuses to read).
+pub const FORMAT_VERSION: i64 = 2;
+
+/// The format versions the readers here ([`attach`], [`import_store`], an incremental [`export`]) accept.
+pub const READABLE_VERSIONS: [i64; 2] = [1, 2];
 
 /// The manifest's file name in an export directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -40,10 +44,13 @@ struct Written {
     rows: i64,
     /// Whether this export wrote it (else an earlier snapshot did, and this one names it again).
     new: bool,
+    /// DuckDB's type of the store's `v` column (the manifest's `column_type`), for a datom table.
+    column_type: Option<String>,
 }
 
 /// The snapshot an export directory holds: its manifest's basis tx and files.
 struct Snapshot {
+    format_version: i64,
     basis_tx: i64,
     /// The basis tx's `:db/txInstant` in microseconds since the epoch: with the basis tx, it tells whether a store
     /// is the one the snapshot was exported from (or one grown from it).
@@ -127,33 +134,210 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
 
 /// The snapshot that the manifest of `dir` names, or None without a manifest on the local file system.
 fn read_snapshot(dir: &str) -> Result<Option<Snapshot>> {
-    let path = std::path::Path::new(dir).join(MANIFEST);
-    let text = match std::fs::read_to_string(&path) {
+    read_manifest(&std::path::Path::new(dir).join(MANIFEST))
+}
+
+/// The snapshot a manifest file names, or None when there is no such file. Errors: unreadable JSON, a manifest of
+/// a format version not in [`READABLE_VERSIONS`], a file entry without its table, path or rows.
+fn read_manifest(path: &std::path::Path) -> Result<Option<Snapshot>> {
+    let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StorageError::Store(format!("cannot read {}: {e}", path.display()))),
     };
     let bad = |why: &str| StorageError::Store(format!("{}: {why}", path.display()));
     let m: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
-    if m["format_version"].as_i64() != Some(FORMAT_VERSION) {
-        return Err(bad(&format!("format version {} is not {FORMAT_VERSION}", m["format_version"])));
+    let format_version = m["format_version"].as_i64().unwrap_or(0);
+    if !READABLE_VERSIONS.contains(&format_version) {
+        return Err(bad(&format!("format version {} is not one of {READABLE_VERSIONS:?}", m["format_version"])));
     }
     let files = m["files"]
         .as_array()
         .ok_or_else(|| bad("no files"))?
         .iter()
         .map(|f| match (f["table"].as_str(), f["path"].as_str(), f["rows"].as_i64()) {
-            (Some(t), Some(p), Some(rows)) => {
-                Ok(Written { table: t.to_string(), path: p.to_string(), rows, new: false })
-            }
+            (Some(t), Some(p), Some(rows)) => Ok(Written {
+                table: t.to_string(),
+                path: p.to_string(),
+                rows,
+                new: false,
+                column_type: f["column_type"].as_str().map(str::to_string),
+            }),
             _ => Err(bad("a file without its table, path or rows")),
         })
         .collect::<Result<_>>()?;
     Ok(Some(Snapshot {
+        format_version,
         basis_tx: m["basis_tx"].as_i64().ok_or_else(|| bad("no basis_tx"))?,
         basis_instant_us: m["basis_instant_us"].as_i64(),
         files,
     }))
+}
+
+/// Every snapshot `dir` keeps, with its manifest's file name, oldest first (by basis instant, then basis tx); the
+/// latest one (`manifest.json`'s) is last, and marked.
+fn kept_snapshots(dir: &str) -> Result<Vec<(String, Snapshot, bool)>> {
+    let cannot = |e: std::io::Error| StorageError::Store(format!("cannot list {dir}: {e}"));
+    let latest = read_snapshot(dir)?;
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(cannot)? {
+        let name = entry.map_err(cannot)?.file_name().to_string_lossy().into_owned();
+        if name != MANIFEST && name.starts_with("manifest.") && name.ends_with(".json") {
+            if let Some(s) = read_manifest(&std::path::Path::new(dir).join(&name))? {
+                out.push((name, s));
+            }
+        }
+    }
+    let same = |a: &Snapshot, b: &Snapshot| a.basis_tx == b.basis_tx && a.basis_instant_us == b.basis_instant_us;
+    let mut out: Vec<(String, Snapshot, bool)> = out
+        .into_iter()
+        .map(|(n, s)| {
+            let is_latest = latest.as_ref().is_some_and(|l| same(l, &s));
+            (n, s, is_latest)
+        })
+        .collect();
+    if let Some(l) = latest {
+        // a directory written before snapshots were kept has only manifest.json
+        if !out.iter().any(|(_, _, is_latest)| *is_latest) {
+            out.push((MANIFEST.to_string(), l, true));
+        }
+    }
+    out.sort_by_key(|(_, s, is_latest)| (*is_latest, s.basis_instant_us.unwrap_or(i64::MIN), s.basis_tx));
+    Ok(out)
+}
+
+/// The snapshot of `dir` whose basis tx is `snapshot` (a kept `manifest.<tx>.json`, or the one `manifest.<tx>-<instant>.json`
+/// of another store's export into the same directory), or the latest one when `snapshot` is None.
+/// Errors: no such snapshot (the message lists the basis txs `dir` keeps), or two of them.
+fn snapshot_at(dir: &str, snapshot: Option<i64>) -> Result<Option<Snapshot>> {
+    let Some(tx) = snapshot else { return read_snapshot(dir) };
+    let mut found: Vec<(String, Snapshot, bool)> =
+        kept_snapshots(dir)?.into_iter().filter(|(_, s, _)| s.basis_tx == tx).collect();
+    match found.len() {
+        1 => Ok(found.pop().map(|(_, s, _)| s)),
+        0 => {
+            let have: Vec<i64> = kept_snapshots(dir)?.iter().map(|(_, s, _)| s.basis_tx).collect();
+            Err(StorageError::Store(format!("export {dir} keeps no snapshot {tx}; its snapshots: {have:?}")))
+        }
+        _ => {
+            let names: Vec<String> = found.into_iter().map(|(n, _, _)| n).collect();
+            Err(StorageError::Store(format!(
+                "export {dir} keeps {} snapshots of basis tx {tx} (exports of different stores): {names:?}",
+                names.len()
+            )))
+        }
+    }
+}
+
+/// One snapshot an export directory keeps, as [`snapshots`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The last transaction the snapshot holds.
+    pub basis_tx: i64,
+    /// Its `:db/txInstant`, microseconds since 1970 (None in a manifest that does not state it).
+    pub basis_instant_us: Option<i64>,
+    /// The manifest's file name in the directory (`manifest.<basis_tx>.json`).
+    pub manifest: String,
+    /// Files the snapshot names, and the bytes of those present on disk.
+    pub files: i64,
+    pub bytes: i64,
+    /// Rows of its current-state and history tables.
+    pub current: i64,
+    pub history: i64,
+    /// Whether it is the directory's latest snapshot (the one `manifest.json` names).
+    pub latest: bool,
+}
+
+/// The snapshots the export directory `dir` keeps (each incremental [`export`] adds one), oldest first, the latest
+/// last. A directory without a manifest keeps none. Local file systems only (like incremental exports).
+/// Errors: an unreadable directory or manifest.
+pub fn snapshots(dir: &str) -> Result<Vec<SnapshotInfo>> {
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(StorageError::Store(format!("{dir} is not a directory")));
+    }
+    let base = dir.trim_end_matches('/');
+    Ok(kept_snapshots(dir)?
+        .into_iter()
+        .map(|(manifest, s, latest)| {
+            let rows = |kind: &str| s.files.iter().filter(|w| table_kind(&w.table).0 == kind).map(|w| w.rows).sum();
+            let bytes = s
+                .files
+                .iter()
+                .filter_map(|w| std::fs::metadata(format!("{base}/{}", w.path)).ok())
+                .map(|m| m.len() as i64)
+                .sum();
+            SnapshotInfo {
+                basis_tx: s.basis_tx,
+                basis_instant_us: s.basis_instant_us,
+                manifest,
+                files: s.files.len() as i64,
+                bytes,
+                current: rows("current"),
+                history: rows("history"),
+                latest,
+            }
+        })
+        .collect())
+}
+
+/// What [`prune`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Snapshots kept and removed (their manifests deleted).
+    pub kept: i64,
+    pub removed: i64,
+    /// Files deleted (named by a removed snapshot and by no kept one) and their bytes.
+    pub files: i64,
+    pub bytes: i64,
+}
+
+/// Drops all but the `keep` newest snapshots of the export directory `dir`: the latest (`manifest.json`'s) is always
+/// kept, with the `keep - 1` newest others (by basis instant). The removed snapshots' manifests are deleted first,
+/// so no reader can open one of them afterwards, then every file a removed snapshot names and no kept snapshot
+/// names. Files that no manifest names are never touched. A reader in the middle of reading a removed snapshot
+/// loses its files: prune when no reader needs them. Pruning a directory that keeps `keep` snapshots or fewer
+/// deletes nothing. Local file systems only. Errors: `keep` below 1, an unreadable directory or manifest, a file
+/// that cannot be deleted (the snapshots removed so far stay removed).
+pub fn prune(dir: &str, keep: i64) -> Result<PruneReport> {
+    if keep < 1 {
+        return Err(StorageError::Store(format!("keep := {keep}: at least the latest snapshot is kept (keep >= 1)")));
+    }
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(StorageError::Store(format!("{dir} is not a directory")));
+    }
+    let all = kept_snapshots(dir)?;
+    // the latest is last; the newest others precede it
+    let cut = all.len().saturating_sub(keep as usize);
+    let (removed, kept) = all.split_at(cut);
+    let needed: std::collections::HashSet<&str> =
+        kept.iter().flat_map(|(_, s, _)| s.files.iter().map(|w| w.path.as_str())).collect();
+    let base = dir.trim_end_matches('/');
+    let delete = |path: &str| -> Result<()> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(StorageError::Store(format!("cannot delete {path}: {e}")))
+            }
+            _ => Ok(()),
+        }
+    };
+    for (manifest, _, _) in removed {
+        delete(&format!("{base}/{manifest}"))?;
+    }
+    let mut report = PruneReport { kept: kept.len() as i64, removed: removed.len() as i64, files: 0, bytes: 0 };
+    let doomed: std::collections::BTreeSet<&str> = removed
+        .iter()
+        .flat_map(|(_, s, _)| s.files.iter().map(|w| w.path.as_str()))
+        .filter(|p| !needed.contains(p))
+        .collect();
+    for path in doomed {
+        let full = format!("{base}/{path}");
+        if let Ok(m) = std::fs::metadata(&full) {
+            delete(&full)?;
+            report.files += 1;
+            report.bytes += m.len() as i64;
+        }
+    }
+    Ok(report)
 }
 
 /// The manifest of an export of `store` holding `tables`, as of `basis_tx` (format in `docs/parquet-format.md`).
@@ -201,6 +385,18 @@ fn table_kind(t: &str) -> (&str, Option<i64>) {
     } else {
         (t, None)
     }
+}
+
+/// The type a datom table's `v` column of DuckDB type `sql_type` is written as, in format version 2, where the two
+/// differ (alone or inside a tuple's STRUCT or LIST):
+/// * Parquet has no 128-bit integer (DuckDB would write a HUGEINT as a DOUBLE, losing digits): bigint values are
+///   written as DECIMAL(38,0), which holds each of them exactly;
+/// * uuid values are written as their canonical text (36 characters, lowercase; its order is the uuid order):
+///   Parquet's UUID logical type is what DuckDB writes otherwise, and Apache Spark refuses to read it.
+///
+/// The readers ([`attach`], [`import_store`]) cast back to `sql_type`, which the manifest states as `column_type`.
+fn file_type(sql_type: &str) -> String {
+    sql_type.replace("HUGEINT", "DECIMAL(38,0)").replace("UUID", "VARCHAR")
 }
 
 /// What [`export_into`] did: its report, the snapshot's tables (written or kept), its basis, and whether the
@@ -254,7 +450,11 @@ fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Sn
         // an earlier snapshot of this store (not of another one exported into the same directory) is reused
         let mut reuse = None;
         if let Some(prev) = previous {
-            if prev.basis_instant_us.is_some() && prev.basis_instant_us == Some(instant_us(prev.basis_tx)?) {
+            // (files of another format version are not reused: the whole store is written again, under new names)
+            if prev.format_version == FORMAT_VERSION
+                && prev.basis_instant_us.is_some()
+                && prev.basis_instant_us == Some(instant_us(prev.basis_tx)?)
+            {
                 reuse = Some(prev);
             }
         }
@@ -318,20 +518,17 @@ fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Sn
                 None => format!("{t}.parquet"),
                 Some(_) => format!("{t}.{tag}.parquet"),
             };
-            // Parquet has no 128-bit integer (DuckDB would write a HUGEINT as a DOUBLE, losing digits): bigint
-            // values, alone or inside a tuple, are written as DECIMAL(38,0), which holds each of them exactly
-            // and which `import_store` casts back.
             let aid = t.strip_prefix("cur_").or_else(|| t.strip_prefix("hist_")).and_then(|a| a.parse().ok());
-            let sql_type = aid.and_then(|a| schema.attribute(a)).map(|a| a.sql_type()).unwrap_or_default();
-            let source = if sql_type.contains("HUGEINT") {
-                let exact = sql_type.replace("HUGEINT", "DECIMAL(38,0)");
-                format!("(SELECT * REPLACE (CAST(v AS {exact}) AS v) FROM {})", name.table(t))
-            } else {
-                name.table(t)
+            let sql_type = aid.and_then(|a| schema.attribute(a)).map(|a| a.sql_type());
+            let source = match sql_type.as_deref().map(file_type) {
+                Some(written) if Some(&written) != sql_type.as_ref() => {
+                    format!("(SELECT * REPLACE (CAST(v AS {written}) AS v) FROM {})", name.table(t))
+                }
+                _ => name.table(t),
             };
             let n = conn.execute(&format!("COPY {source} TO {} (FORMAT parquet)", path_in(dir, &path)), [])? as i64;
             report.files += 1;
-            written.push(Written { table: t.clone(), path, rows: n, new: true });
+            written.push(Written { table: t.clone(), path, rows: n, new: true, column_type: sql_type });
             if t.starts_with("cur_") {
                 report.current += n;
             } else if t.starts_with("hist_") {
@@ -343,13 +540,14 @@ fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Sn
     crate::in_transaction(conn, run)
 }
 
-/// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction.
+/// Rebuilds the store `name` from a directory written by [`export`], with the same entids, in one transaction:
+/// from its latest snapshot, or with `snapshot` the kept snapshot of that basis tx (see [`snapshots`]).
 /// The store must not exist yet. Errors: [`StorageError::Store`] when it exists, or when the directory holds
-/// no export (no `partitions.parquet`) or a table file of an attribute its schema does not have;
+/// no export (no `partitions.parquet`), no such snapshot, or a table file of an attribute its schema does not have;
 /// [`StorageError::DuckDb`] for unreadable files.
-pub fn import_store(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
-    let files = export_files(conn, dir, name)?;
-    let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |p| path_in(dir, p));
+pub fn import_store(conn: &Connection, dir: &str, name: &StoreName, snapshot: Option<i64>) -> Result<ParquetReport> {
+    let files = export_files(conn, dir, name, snapshot)?;
+    let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |(p, _)| path_in(dir, p));
     let run = || -> Result<ParquetReport> {
         let mut report = ParquetReport { files: 0, current: 0, history: 0 };
         conn.execute_batch(&format!(
@@ -440,10 +638,13 @@ pub const READ_ONLY_KEY: &str = "read_only";
 
 /// Opens the export in `dir` (any path DuckDB can read, `s3://...` with httpfs too) as the read-only store
 /// `name`: a DuckDB schema of views over the Parquet files, created in one transaction. Queries (`mentat_q`,
-/// pull) read the files directly. Writers must refuse it: [`read_only`] says so. Errors as [`import_store`].
-pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetReport> {
-    let files = export_files(conn, dir, name)?;
-    let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |p| path_in(dir, p));
+/// pull) read the files directly. The snapshot is the latest, or with `snapshot` the kept snapshot of that
+/// basis tx (a local directory: kept manifests are found by listing it). A datom table whose values the format
+/// writes in another type ([`file_type`]: uuid as text, bigint as DECIMAL) is cast back to the store's type in
+/// its view. Writers must refuse the store: [`read_only`] says so. Errors as [`import_store`].
+pub fn attach(conn: &Connection, dir: &str, name: &StoreName, snapshot: Option<i64>) -> Result<ParquetReport> {
+    let files = export_files(conn, dir, name, snapshot)?;
+    let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |(p, _)| path_in(dir, p));
     let run = || -> Result<ParquetReport> {
         conn.execute_batch(&format!("CREATE SCHEMA {}", name.sql()))?;
         for f in files.keys() {
@@ -459,7 +660,14 @@ pub fn attach(conn: &Connection, dir: &str, name: &StoreName) -> Result<ParquetR
                 "partitions" => {
                     format!("CREATE TABLE {} AS SELECT * FROM read_parquet({})", name.table(f), fp(f))
                 }
-                _ => format!("CREATE VIEW {} AS SELECT * FROM read_parquet({})", name.table(f), fp(f)),
+                _ => match files.get(f).and_then(|(_, t)| t.as_deref()) {
+                    Some(t) if file_type(t) != t => format!(
+                        "CREATE VIEW {} AS SELECT * REPLACE (CAST(v AS {t}) AS v) FROM read_parquet({})",
+                        name.table(f),
+                        fp(f)
+                    ),
+                    _ => format!("CREATE VIEW {} AS SELECT * FROM read_parquet({})", name.table(f), fp(f)),
+                },
             };
             conn.execute_batch(&sql)?;
         }
@@ -490,9 +698,15 @@ pub fn read_only(conn: &Connection, name: &StoreName) -> Result<Option<String>> 
     })
 }
 
-/// The tables of the export in `dir` and their files (relative paths): those its manifest names, else its Parquet
-/// files, checked to hold a store, for a store `name` that must not exist yet.
-fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<BTreeMap<String, String>> {
+/// The tables of the export in `dir` and their files (relative paths) with the manifest's `column_type`: those
+/// the manifest of `snapshot` (None: the latest) names, else its Parquet files, checked to hold a store, for a
+/// store `name` that must not exist yet.
+fn export_files(
+    conn: &Connection,
+    dir: &str,
+    name: &StoreName,
+    snapshot: Option<i64>,
+) -> Result<BTreeMap<String, (String, Option<String>)>> {
     let catalog = name.catalog.clone().unwrap_or_default();
     let exists: i64 = conn.query_row(
         "SELECT count(*) FROM duckdb_schemas() WHERE schema_name = ? \
@@ -503,13 +717,13 @@ fn export_files(conn: &Connection, dir: &str, name: &StoreName) -> Result<BTreeM
     if exists > 0 {
         return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
     }
-    let files: BTreeMap<String, String> = match read_snapshot(dir)? {
-        Some(snapshot) => snapshot.files.into_iter().map(|w| (w.table, w.path)).collect(),
+    let files: BTreeMap<String, (String, Option<String>)> = match snapshot_at(dir, snapshot)? {
+        Some(snapshot) => snapshot.files.into_iter().map(|w| (w.table, (w.path, w.column_type))).collect(),
         None => {
             let glob = quote_str(&format!("{}/*.parquet", dir.trim_end_matches('/')));
             let mut st = conn.prepare(&format!("SELECT parse_filename(file, true) FROM glob({glob}) ORDER BY 1"))?;
             let stems: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-            stems.into_iter().map(|t| (t.clone(), format!("{t}.parquet"))).collect()
+            stems.into_iter().map(|t| (t.clone(), (format!("{t}.parquet"), None))).collect()
         }
     };
     if !files.contains_key("partitions") {
