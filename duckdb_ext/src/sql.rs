@@ -6,7 +6,10 @@
 //! DuckDB's scalar functions take no named parameters. With `dialect=spark` the statement is Spark SQL over the
 //! views of a Parquet export (`docs/parquet-format.md`); a query with recursive rules, which Spark cannot run as
 //! one statement, gives instead a JSON plan of stages ([`planner::CompiledQuery::plan_json`]) that the caller
-//! evaluates (the `mentat_spark` Python package does).
+//! evaluates (the `mentat_spark` Python package does). A `(pull ?e pattern)` whose pattern has `*` is typed, in Spark
+//! as in `mentat_q`, from the attributes the pulled entities hold: for `dialect=spark` the probe of those attributes
+//! runs in DuckDB over the store when `mentat_sql` is called (in DuckDB's dialect `*` is every attribute of the
+//! schema, the statement being data-independent).
 //!
 //! A scalar function: constant arguments are folded when the calling statement is bound, so
 //! `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and transaction.
@@ -86,8 +89,22 @@ unsafe fn execute_inner(
         let schema = crate::query::read_schema(instance, &name, &mut opts)?;
         // the SQL is run by the caller, over the tables: they must hold every acknowledged transaction
         instance.settle()?;
-        let compiled =
+        let mut compiled =
             planner::compile_query(&query, inputs.as_deref(), &schema, &name, &opts).map_err(|e| e.to_string())?;
+        if opts.dialect != planner::sql::Dialect::DuckDb && compiled.held_sql.is_some() {
+            // `*` in a pull is typed from the attributes the pulled entities hold, as mentat_q types it: the
+            // probe runs here, in DuckDB over the store (for mentat_spark, the export's files attached), and the
+            // query is compiled again for them
+            let duck = planner::QueryOptions { dialect: planner::sql::Dialect::DuckDb, ..opts.clone() };
+            let probe = planner::compile_query(&query, inputs.as_deref(), &schema, &name, &duck)
+                .map_err(|e| e.to_string())?
+                .held_sql;
+            if let Some(probe) = probe {
+                let held = crate::query::query_bigints(instance, caller, &probe, &[])?;
+                compiled = planner::compile_query_held(&query, inputs.as_deref(), &schema, &name, &opts, Some(&held))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         if !compiled.stages.is_empty() {
             let plan = compiled.plan_json(opts.dialect);
             ffi::duckdb_vector_assign_string_element_len(

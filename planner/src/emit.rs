@@ -159,12 +159,8 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         let printed = SqlQuery::Select(Box::new(select)).to_sql_in(ctx.opts.dialect)?;
         return Ok(CompiledQuery { sql: printed.sql, columns, find, held_sql: None, stages: printed.stages });
     }
-    if ctx.opts.dialect != Dialect::DuckDb {
-        // a pull's SQL (nested STRUCTs, JSON for recursion) is DuckDB's
-        return Err(PlanError::Dialect { dialect: ctx.opts.dialect.name(), construct: "pull in :find".into() });
-    }
-    let (sql, held_sql) = with_pulls(select, &mut columns, &pulls);
-    Ok(CompiledQuery { sql, columns, find, held_sql, stages: Vec::new() })
+    let (sql, held_sql, stages) = with_pulls(select, &mut columns, &pulls, ctx.opts.dialect)?;
+    Ok(CompiledQuery { sql, columns, find, held_sql, stages })
 }
 
 /// Name of the CTE holding a query's rows when find elements pull.
@@ -183,12 +179,21 @@ const ROWS: &str = "mentat_rows";
 ///
 /// A join does not keep row order, so the `:order` keys are carried as hidden columns and applied again outside.
 /// The pulls' column types become their STRUCT types. Also returns, when a pattern has `*`, the probe of the
-/// attributes the entities of the pulls' `*` levels hold ([`CompiledQuery::held_sql`]).
+/// attributes the entities of the pulls' `*` levels hold ([`CompiledQuery::held_sql`]), and the stages the
+/// statement reads (Spark's recursive rules).
+///
+/// In Spark the same statement is printed without the CTE hints (`AS MATERIALIZED`), with backticked names,
+/// `NULLS LAST` on the order keys, and the pulls' CTEs in Spark's words ([`crate::pull`]); the pulls compiled
+/// for Spark refuse what needs JSON (unbounded recursion, components pulled whole).
 fn with_pulls(
     mut select: Select,
     columns: &mut [OutputColumn],
     pulls: &[(usize, CompiledPull)],
-) -> (String, Option<String>) {
+    dialect: Dialect,
+) -> Result<(String, Option<String>, Vec<crate::sql::Stage>), PlanError> {
+    let spark = dialect == Dialect::Spark;
+    let ident = |name: &str| if spark { crate::sql::spark_ident(name) } else { quote_ident(name) };
+    let materialized = if spark { "" } else { " MATERIALIZED" };
     // A limited answer (`.`, a tuple find spec, `:limit`, `:offset`) is a choice among rows, and the probe of a
     // wildcard's attributes runs the SELECT apart from the query itself: without a total order the two may choose
     // different rows, and the STRUCT would be typed from another entity than the one pulled (its attributes
@@ -206,14 +211,15 @@ fn with_pulls(
     for ((e, _), (name, _)) in select.order_by.clone().into_iter().zip(&order) {
         select.items.push((e, Some(name.clone())));
     }
-    let inner = SqlQuery::Select(Box::new(select)).to_sql();
-    let m = |name: &str| format!("m.{}", quote_ident(name));
+    let printed = SqlQuery::Select(Box::new(select)).to_sql_in(dialect)?;
+    let inner = printed.sql;
+    let m = |name: &str| format!("m.{}", ident(name));
     let mut items = Vec::new();
     let mut joins = Vec::new();
     let mut probes = Vec::new();
     for (i, col) in columns.iter_mut().enumerate() {
         match pulls.iter().find(|(j, _)| *j == i) {
-            None => items.push(format!("{} AS {}", m(&col.name), quote_ident(&col.name))),
+            None => items.push(format!("{} AS {}", m(&col.name), ident(&col.name))),
             Some((_, pull)) => {
                 let alias = format!("p{i}");
                 let ids = format!("SELECT {} AS e FROM {ROWS} AS m", m(&col.name));
@@ -227,24 +233,26 @@ fn with_pulls(
                     pull.relation_sql(&ids),
                     m(&col.name)
                 ));
-                items.push(format!("{alias}.pull AS {}", quote_ident(&col.name)));
+                items.push(format!("{alias}.pull AS {}", ident(&col.name)));
                 col.sql_type = pull.sql_type.clone();
             }
         }
     }
     let mut sql = format!(
-        "WITH {ROWS} AS MATERIALIZED (\n{inner}\n)\nSELECT {}\nFROM {ROWS} AS m\n{}",
+        "WITH {ROWS} AS{materialized} (\n{inner}\n)\nSELECT {}\nFROM {ROWS} AS m\n{}",
         items.join(", "),
         joins.join("\n")
     );
     if !order.is_empty() {
+        // DuckDB puts NULLs last either way; Spark's default puts them first when ascending
+        let nulls = if spark { " NULLS LAST" } else { "" };
         let keys: Vec<String> =
-            order.iter().map(|(n, desc)| format!("{} {}", m(n), if *desc { "DESC" } else { "ASC" })).collect();
+            order.iter().map(|(n, desc)| format!("{} {}{nulls}", m(n), if *desc { "DESC" } else { "ASC" })).collect();
         sql.push_str(&format!("\nORDER BY {}", keys.join(", ")));
     }
     let held = (!probes.is_empty())
-        .then(|| format!("WITH {ROWS} AS MATERIALIZED (\n{inner}\n)\n{}", probes.join("\nUNION\n")));
-    (sql, held)
+        .then(|| format!("WITH {ROWS} AS{materialized} (\n{inner}\n)\n{}", probes.join("\nUNION\n")));
+    Ok((sql, held, printed.stages))
 }
 
 /// The typed expression of a variable for projection.

@@ -34,7 +34,8 @@
 //!   as `:db/ident` included), under the rules above. "Hold" is decided by a probe of the data before the
 //!   statement is compiled ([`compile_pull_held`], [`CompiledPull::held_input_sql`]): for one entity its own
 //!   attributes, for many (pull-many, or a find element over an answer) the union over them, so the STRUCT has
-//!   one type for the whole answer. Without a probe (the SQL of `mentat_sql`), every attribute of the schema.
+//!   one type for the whole answer. Without a probe (the SQL of `mentat_sql` in DuckDB's dialect), every
+//!   attribute of the schema; `mentat_sql` in Spark's dialect runs the probe in DuckDB first.
 //!   Attributes named explicitly next to `*` replace the wildcard's field of the same attribute in place;
 //!   other explicit specs follow.
 //! * recursion: `{:a n}` expands n levels, typed, each level with the pattern the recursive spec sits in;
@@ -63,13 +64,24 @@
 //! v)` for many). A nested level reads the distinct ref values of its parent (a MATERIALIZED CTE) as its
 //! ids. Planning cost is linear in the pattern (correlated scalar subqueries would make DuckDB's join
 //! orderer enumerate cross products: 60 ms of planning for ten attributes).
+//!
+//! # Spark
+//!
+//! With [`QueryOptions::dialect`] Spark the same levels are printed in Spark SQL over the views of a Parquet
+//! export (the statement [`CompiledPull::relation_sql`], read by `(pull ?e pattern)` find elements): STRUCTs as
+//! `named_struct(...)`, the branches of a level glued by `UNION ALL` with every column in every branch (NULL for
+//! the other branches' columns; Spark matches columns by position), cardinality-one fields by `first(c, true)`,
+//! LISTs as `sort_array` of the `(key, value)` pairs `collect_list` gathers, then their values (NULL, not `[]`,
+//! when none), cut by `slice(list, 1, n)`; no CTE hints. The result has the same shape and the same DuckDB type
+//! text in [`CompiledPull::sql_type`]. What needs JSON, unbounded recursion (`...`) and a forward component pulled
+//! whole, is refused with [`PlanError::Dialect`] naming it; so are the one-entity statements (`$1`), DuckDB's.
 
 use crate::error::{show, PlanError};
 use crate::layout::{quote_ident, quote_str, StoreName};
 use crate::parse::parse_edn;
 use crate::schema::{Attribute, Entid, Schema, ValueType};
 use crate::source::{Ctx, QueryOptions};
-use crate::sql::{Expr, Query, Select, TableSource};
+use crate::sql::{spark_ident, spark_str, spark_type, Dialect, Expr, Query, Select, TableSource};
 use crate::types::{literal, scalar_constant, Constant};
 use edn_format::Value;
 
@@ -144,14 +156,23 @@ pub struct CompiledPull {
     /// For a pattern with `*`: the CTEs (after those of [`CompiledPull::with`]) and SELECT of the attributes
     /// the entities of its `*` levels hold, column `a`; see [`compile_pull_held`].
     held_sql: Option<String>,
+    /// The dialect the CTEs are printed in (the `*_sql` statements below are DuckDB's, except
+    /// [`CompiledPull::relation_sql`] and [`CompiledPull::held_input_sql`], printed in this dialect).
+    dialect: Dialect,
 }
 
 impl CompiledPull {
+    /// The CTEs of the input relation and its distinct ids, in this pull's dialect.
+    fn input_ctes(&self, input: &str) -> [String; 2] {
+        let lazy = hint(self.dialect, false);
+        [
+            format!("pull_in AS{lazy} (\n{input})"),
+            format!("{IDS} AS{lazy} (SELECT DISTINCT e FROM pull_in WHERE e IS NOT NULL)"),
+        ]
+    }
+
     fn with(&self, input: &str) -> String {
-        let mut ctes = vec![
-            format!("pull_in AS NOT MATERIALIZED (\n{input})"),
-            format!("{IDS} AS NOT MATERIALIZED (SELECT DISTINCT e FROM pull_in WHERE e IS NOT NULL)"),
-        ];
+        let mut ctes = self.input_ctes(input).to_vec();
         ctes.extend(self.ctes.iter().cloned());
         format!("WITH {}\n", ctes.join(",\n"))
     }
@@ -190,10 +211,7 @@ impl CompiledPull {
     /// this pattern pull from `input` (as for [`CompiledPull::input_sql`]); None for a pattern without `*`.
     pub fn held_input_sql(&self, input: &str) -> Option<String> {
         let held = self.held_sql.as_ref()?;
-        let ctes = [
-            format!("pull_in AS NOT MATERIALIZED (\n{input})"),
-            format!("{IDS} AS NOT MATERIALIZED (SELECT DISTINCT e FROM pull_in WHERE e IS NOT NULL)"),
-        ];
+        let ctes = self.input_ctes(input);
         Some(format!("WITH {},\n{held}", ctes.join(",\n")))
     }
 
@@ -278,8 +296,15 @@ pub fn compile_pull_held(
     let pattern = parse_pattern(pattern, schema, &mut next_id)?;
     let mut c = Compiler::new(Ctx::new(schema, store, opts), false, held);
     let root = c.node(&pattern, IDS, &Budget::default())?;
-    let mut one = Compiler::new(Ctx::new(schema, store, opts), true, held);
-    let one_root = one.node(&pattern, IDS, &Budget::default())?;
+    // the one-entity statement (a `$1` parameter) is DuckDB's only
+    let (one_ctes, one_root) = match opts.dialect {
+        Dialect::DuckDb => {
+            let mut one = Compiler::new(Ctx::new(schema, store, opts), true, held);
+            let one_root = one.node(&pattern, IDS, &Budget::default())?;
+            (one.ctes, one_root.cte)
+        }
+        Dialect::Spark => (c.ctes.clone(), root.cte.clone()),
+    };
     let held_sql = match c.wild_ids.is_empty() {
         true => None,
         false => Some(held_sql(&c, schema)?),
@@ -288,9 +313,10 @@ pub fn compile_pull_held(
         ctes: c.ctes,
         root: root.cte,
         sql_type: root.ty,
-        one_ctes: one.ctes,
-        one_root: one_root.cte,
+        one_ctes,
+        one_root,
         held_sql,
+        dialect: opts.dialect,
     })
 }
 
@@ -307,7 +333,7 @@ fn held_sql(c: &Compiler, schema: &Schema) -> Result<String, PlanError> {
         ));
     }
     let mut ctes = c.ctes.clone();
-    ctes.push(format!("pull_held AS MATERIALIZED ({})", ids.join(" UNION ")));
+    ctes.push(format!("pull_held AS{} ({})", hint(c.dialect, true), ids.join(" UNION ")));
     Ok(format!(
         "{}
 {}",
@@ -404,9 +430,9 @@ pub fn entity_sql(
                 let e = crate::algebrize::coerce(&ctx, &c, &crate::types::attr_ty(attr)).ok_or_else(|| {
                     PlanError::type_mismatch(&v, format!("{} is not a value of {}", show(&items[1]), attr.ident))
                 })?;
-                expr_sql(e)
+                expr_sql(e, Dialect::DuckDb)?
             } else {
-                typed_literal(&items[1], attr, &v, schema)?
+                typed_literal(&items[1], attr, &v, schema, Dialect::DuckDb)?
             };
             Ok(format!("(SELECT any_value(d.e) FROM {} AS d WHERE d.v = {value})", source_sql(&ctx, attr.entid)?))
         }
@@ -594,6 +620,8 @@ impl Budget {
 
 struct Compiler<'a> {
     ctx: Ctx<'a>,
+    /// The dialect the CTEs are printed in (the context's).
+    dialect: Dialect,
     ctes: Vec<String>,
     n: usize,
     /// The top level's ids are the one entity `$1`: filter on it directly.
@@ -609,18 +637,36 @@ const ONE: &str = "CAST($1 AS BIGINT)";
 
 const DB_ID_TYPE: &str = "STRUCT(\"db/id\" BIGINT)";
 
-/// Renders an SQL builder expression (a literal) as text.
-fn expr_sql(e: Expr) -> String {
+/// Renders an SQL builder expression (a literal) as text in `dialect`.
+fn expr_sql(e: Expr, dialect: Dialect) -> Result<String, PlanError> {
     let q = Query::Select(Box::new(Select { items: vec![(e, None)], ..Default::default() }));
-    q.to_sql().trim_start_matches("SELECT ").to_string()
+    Ok(q.to_sql_in(dialect)?.sql.trim_start_matches("SELECT ").to_string())
 }
 
-/// The datoms of `aid` as `opts` sees them, as a FROM-able text.
+/// A CTE's materialization hint: ` MATERIALIZED` or ` NOT MATERIALIZED` in DuckDB, nothing in Spark (which
+/// has no such hint).
+fn hint(dialect: Dialect, materialized: bool) -> &'static str {
+    match (dialect, materialized) {
+        (Dialect::DuckDb, true) => " MATERIALIZED",
+        (Dialect::DuckDb, false) => " NOT MATERIALIZED",
+        (Dialect::Spark, _) => "",
+    }
+}
+
+/// The error of a pull construct that `dialect` cannot express.
+fn refused(dialect: Dialect, construct: &str) -> PlanError {
+    PlanError::Dialect { dialect: dialect.name(), construct: construct.to_string() }
+}
+
+/// The datoms of `aid` as `opts` sees them, as a FROM-able text in the context's dialect.
 fn source_sql(ctx: &Ctx, aid: Entid) -> Result<String, PlanError> {
+    let dialect = ctx.opts.dialect;
     match ctx.datoms(aid) {
+        TableSource::Table(t) if dialect == Dialect::Spark => Err(refused(dialect, &format!("the table {t}"))),
         TableSource::Table(t) => Ok(t),
+        TableSource::Stored { table, .. } if dialect == Dialect::Spark => Ok(spark_ident(&table)),
         TableSource::Stored { store, table } => Ok(store.table(&table)),
-        TableSource::Subquery(q) => Ok(format!("(\n{}\n)", q.to_sql())),
+        TableSource::Subquery(q) => Ok(format!("(\n{}\n)", q.to_sql_in(dialect)?.sql)),
         TableSource::Values { .. } | TableSource::Cte(_) | TableSource::Recurring(_) | TableSource::Raw(_) => {
             Err(PlanError::Unsupported {
                 form: aid.to_string(),
@@ -630,8 +676,15 @@ fn source_sql(ctx: &Ctx, aid: Entid) -> Result<String, PlanError> {
     }
 }
 
-/// A typed SQL literal of EDN value `v` for attribute `attr` (refs take an entid or an ident keyword).
-fn typed_literal(v: &Value, attr: &Attribute, form: &Value, schema: &Schema) -> Result<String, PlanError> {
+/// A typed SQL literal of EDN value `v` for attribute `attr` (refs take an entid or an ident keyword), in
+/// `dialect`.
+fn typed_literal(
+    v: &Value,
+    attr: &Attribute,
+    form: &Value,
+    schema: &Schema,
+    dialect: Dialect,
+) -> Result<String, PlanError> {
     let c = scalar_constant(v)?;
     let ok = match (attr.value_type, &c) {
         (ValueType::Ref, Constant::Long(e)) => return Ok(e.to_string()),
@@ -658,7 +711,16 @@ fn typed_literal(v: &Value, attr: &Attribute, form: &Value, schema: &Schema) -> 
         return Err(PlanError::type_mismatch(form, format!("{} is not a {}", show(v), attr.value_type.name())));
     }
     let lit = literal(&c).ok_or_else(|| PlanError::type_mismatch(form, "not a scalar value"))?;
-    Ok(format!("CAST({} AS {})", expr_sql(lit), attr.sql_type()))
+    let ty = cast_type(dialect, &attr.sql_type())?;
+    Ok(format!("CAST({} AS {ty})", expr_sql(lit, dialect)?))
+}
+
+/// A DuckDB type text as a cast target in `dialect`.
+fn cast_type(dialect: Dialect, ty: &str) -> Result<String, PlanError> {
+    match dialect {
+        Dialect::DuckDb => Ok(ty.to_string()),
+        Dialect::Spark => spark_type(ty).ok_or_else(|| refused(dialect, &format!("the type {ty} in a pull"))),
+    }
 }
 
 /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
@@ -682,8 +744,37 @@ struct Field {
     name: String,
     ty: String,
     expr: String,
-    branch: Option<String>,
+    branch: Option<Branch>,
     agg: Option<String>,
+}
+
+/// The SELECT of the datoms of one field: `SELECT {here} AS e, {expr} AS {column}, ... FROM {from}`.
+struct Branch {
+    here: String,
+    /// (expression, column): the value and, for a LIST, its order key.
+    cols: Vec<(String, String)>,
+    from: String,
+}
+
+impl Branch {
+    /// The branch with the columns `all` (names) in that order, those of other branches NULL (Spark's UNION
+    /// ALL matches columns by position).
+    fn aligned(&self, all: &[&str]) -> String {
+        let cols: Vec<String> = all
+            .iter()
+            .map(|n| match self.cols.iter().find(|(_, c)| c == n) {
+                Some((e, _)) => format!("{e} AS {n}"),
+                None => format!("NULL AS {n}"),
+            })
+            .collect();
+        format!("SELECT {} AS e, {} FROM {}", self.here, cols.join(", "), self.from)
+    }
+
+    /// The branch with its own columns only (DuckDB's `UNION ALL BY NAME` aligns them).
+    fn own(&self) -> String {
+        let cols: Vec<String> = self.cols.iter().map(|(e, c)| format!("{e} AS {c}")).collect();
+        format!("SELECT {} AS e, {} FROM {}", self.here, cols.join(", "), self.from)
+    }
 }
 
 /// A compiled level: its CTE (columns `e`, `pull` and, for [`Compiler::rec_node`], `j`) and field types.
@@ -700,7 +791,35 @@ fn unbounded(s: &Spec) -> bool {
 
 impl Compiler<'_> {
     fn new<'a>(ctx: Ctx<'a>, top_param: bool, held: Option<&[Entid]>) -> Compiler<'a> {
-        Compiler { ctx, ctes: Vec::new(), n: 0, top_param, held: held.map(<[Entid]>::to_vec), wild_ids: Vec::new() }
+        let dialect = ctx.opts.dialect;
+        Compiler {
+            ctx,
+            dialect,
+            ctes: Vec::new(),
+            n: 0,
+            top_param,
+            held: held.map(<[Entid]>::to_vec),
+            wild_ids: Vec::new(),
+        }
+    }
+
+    fn spark(&self) -> bool {
+        self.dialect == Dialect::Spark
+    }
+
+    /// A STRUCT value of `(name, expression)` fields: `{'name': e}` in DuckDB, `named_struct('name', e)` in
+    /// Spark.
+    fn struct_value<'f>(&self, fields: impl IntoIterator<Item = (&'f str, &'f str)>) -> String {
+        match self.dialect {
+            Dialect::DuckDb => format!(
+                "{{{}}}",
+                fields.into_iter().map(|(n, e)| format!("{}: {e}", quote_str(n))).collect::<Vec<_>>().join(", ")
+            ),
+            Dialect::Spark => format!(
+                "named_struct({})",
+                fields.into_iter().map(|(n, e)| format!("{}, {e}", spark_str(n))).collect::<Vec<_>>().join(", ")
+            ),
+        }
     }
 
     fn fresh(&mut self, prefix: &str) -> String {
@@ -763,6 +882,15 @@ impl Compiler<'_> {
         }
         let specs = self.expand(pat);
         if specs.iter().any(unbounded) {
+            if self.spark() {
+                // the answer of an unbounded recursion has no static type: it is JSON, which is DuckDB's
+                let s = specs.iter().find(|s| unbounded(s)).map_or("", |s| s.name.as_str());
+                let what = match specs.iter().any(|s| matches!(s.sub, Sub::Recurse { id: COMPONENT, .. })) {
+                    true => format!("pull of a component attribute whole under [*] (:{s}, answered as JSON)"),
+                    false => format!("pull recursion ... (unbounded, on :{s}; answered as JSON)"),
+                };
+                return Err(refused(self.dialect, &what));
+            }
             return self.rec_node(pat, &specs, ids, budget);
         }
         self.typed_node(pat, &specs, ids, budget)
@@ -781,12 +909,23 @@ impl Compiler<'_> {
             "STRUCT({})",
             fields.iter().map(|f| format!("{} {}", quote_ident(&f.name), f.ty)).collect::<Vec<_>>().join(", ")
         );
-        let st = format!(
-            "{{{}}}",
-            fields.iter().map(|f| format!("{}: {}", quote_str(&f.name), f.expr)).collect::<Vec<_>>().join(", ")
-        );
+        let st = self.struct_value(fields.iter().map(|f| (f.name.as_str(), f.expr.as_str())));
         let types = fields.iter().map(|f| (f.name.clone(), f.ty.clone())).collect();
-        let branches: Vec<&str> = fields.iter().filter_map(|f| f.branch.as_deref()).collect();
+        let branches: Vec<String> = match self.dialect {
+            Dialect::DuckDb => fields.iter().filter_map(|f| f.branch.as_ref()).map(Branch::own).collect(),
+            Dialect::Spark => {
+                let all: Vec<&str> = fields
+                    .iter()
+                    .filter_map(|f| f.branch.as_ref())
+                    .flat_map(|b| b.cols.iter().map(|(_, c)| c.as_str()))
+                    .collect();
+                fields.iter().filter_map(|f| f.branch.as_ref()).map(|b| b.aligned(&all)).collect()
+            }
+        };
+        let union = match self.dialect {
+            Dialect::DuckDb => "\n    UNION ALL BY NAME\n    ",
+            Dialect::Spark => "\n    UNION ALL\n    ",
+        };
         let body = if branches.is_empty() {
             format!("SELECT i.e AS e, {st} AS pull FROM {ids} AS i")
         } else {
@@ -799,18 +938,18 @@ impl Compiler<'_> {
                 format!(
                     "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i CROSS JOIN (\n  SELECT count(*) AS n, {}\n  FROM (\n    {}\n  ) AS u\n) AS g",
                     aggs.join(", "),
-                    branches.join("\n    UNION ALL BY NAME\n    ")
+                    branches.join(union)
                 )
             } else {
                 format!(
                     "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i LEFT JOIN (\n  SELECT e, {}\n  FROM (\n    {}\n  ) AS u GROUP BY e\n) AS g ON g.e = i.e",
                     aggs.join(", "),
-                    branches.join("\n    UNION ALL BY NAME\n    ")
+                    branches.join(union)
                 )
             }
         };
         let cte = self.fresh("n");
-        self.ctes.push(format!("{cte} AS NOT MATERIALIZED (\n{body})"));
+        self.ctes.push(format!("{cte} AS{} (\n{body})", hint(self.dialect, false)));
         Ok(Level { cte, ty, fields: types })
     }
 
@@ -1028,6 +1167,15 @@ impl Compiler<'_> {
             Sub::Recurse { depth: None, .. } => {
                 return Err(PlanError::unsupported(&Value::Nil, "an unbounded recursion outside its level"))
             }
+            Sub::Component if self.spark() => {
+                return Err(refused(
+                    self.dialect,
+                    &format!(
+                        "pull of the component attribute :{} whole, without a sub-pattern (answered as JSON)",
+                        spec.name
+                    ),
+                ))
+            }
             Sub::Component => Some((Pattern { wildcard: true, specs: vec![] }, budget.clone(), true)),
         };
         let src = source_sql(&self.ctx, aid)?;
@@ -1045,8 +1193,10 @@ impl Compiler<'_> {
         let (value, join, vty) = match sub {
             Some((p, b, whole)) => {
                 let sub_ids = self.fresh("ids");
-                self.ctes
-                    .push(format!("{sub_ids} AS MATERIALIZED (SELECT DISTINCT d.{there} AS e FROM {from}{filter})"));
+                self.ctes.push(format!(
+                    "{sub_ids} AS{} (SELECT DISTINCT d.{there} AS e FROM {from}{filter})",
+                    hint(self.dialect, true)
+                ));
                 let level = if whole {
                     let specs = self.expand(&p);
                     self.rec_node(&p, &specs, &sub_ids, &b)?
@@ -1060,20 +1210,37 @@ impl Compiler<'_> {
                 };
                 (value, format!(" LEFT JOIN {} AS s ON s.e = d.{there}", level.cte), ty)
             }
-            None if is_ref || reverse => (format!("{{'db/id': d.{there}}}"), String::new(), DB_ID_TYPE.to_string()),
+            None if is_ref || reverse => {
+                (self.struct_value([("db/id", format!("d.{there}").as_str())]), String::new(), DB_ID_TYPE.to_string())
+            }
             None => ("d.v".to_string(), String::new(), attr.sql_type()),
         };
-        let order = if many { format!(", d.{there} AS {o}") } else { String::new() };
-        let branch = format!("SELECT d.{here} AS e, {value} AS {c}{order} FROM {from}{join}{filter}");
+        let mut cols = vec![(value, c.clone())];
+        if many {
+            cols.push((format!("d.{there}"), o.clone()));
+        }
+        let branch = Branch { here: format!("d.{here}"), cols, from: format!("{from}{join}{filter}") };
         let (agg, mut expr, ty) = if many {
-            let agg = format!("list({c} ORDER BY {o}) FILTER (WHERE {c} IS NOT NULL) AS {c}");
-            let expr = match spec.limit {
-                Some(n) => format!("(g.{c})[1:{n}]"),
-                None => format!("g.{c}"),
+            let agg = match self.dialect {
+                Dialect::DuckDb => format!("list({c} ORDER BY {o}) FILTER (WHERE {c} IS NOT NULL) AS {c}"),
+                // ordered by the key: the (key, value) pairs sorted, then the values; NULL, not [], when none
+                Dialect::Spark => format!(
+                    "CASE WHEN count({c}) = 0 THEN NULL ELSE transform(sort_array(collect_list(named_struct('o', {o}, \
+                     'v', {c})) FILTER (WHERE {c} IS NOT NULL)), x -> x.v) END AS {c}"
+                ),
+            };
+            let expr = match (spec.limit, self.dialect) {
+                (Some(n), Dialect::DuckDb) => format!("(g.{c})[1:{n}]"),
+                (Some(n), Dialect::Spark) => format!("slice(g.{c}, 1, {n})"),
+                (None, _) => format!("g.{c}"),
             };
             (agg, expr, format!("{vty}[]"))
         } else {
-            (format!("any_value({c}) AS {c}"), format!("g.{c}"), vty)
+            let agg = match self.dialect {
+                Dialect::DuckDb => format!("any_value({c}) AS {c}"),
+                Dialect::Spark => format!("first({c}, true) AS {c}"),
+            };
+            (agg, format!("g.{c}"), vty)
         };
         if let Some(d) = &spec.default {
             if has_sub {
@@ -1096,8 +1263,12 @@ impl Compiler<'_> {
     ) -> Result<String, PlanError> {
         let schema = self.ctx.schema;
         let one = |v: &Value| -> Result<String, PlanError> {
-            let lit = typed_literal(v, attr, d, schema)?;
-            Ok(if attr.value_type == ValueType::Ref || reverse { format!("{{'db/id': {lit}}}") } else { lit })
+            let lit = typed_literal(v, attr, d, schema, self.dialect)?;
+            Ok(if attr.value_type == ValueType::Ref || reverse {
+                self.struct_value([("db/id", lit.as_str())])
+            } else {
+                lit
+            })
         };
         let text = if many {
             let items: Vec<Value> = match d {
@@ -1105,11 +1276,14 @@ impl Compiler<'_> {
                 other => vec![other.clone()],
             };
             let parts: Result<Vec<String>, PlanError> = items.iter().map(one).collect();
-            format!("[{}]", parts?.join(", "))
+            match self.dialect {
+                Dialect::DuckDb => format!("[{}]", parts?.join(", ")),
+                Dialect::Spark => format!("array({})", parts?.join(", ")),
+            }
         } else {
             one(d)?
         };
-        Ok(format!("CAST({text} AS {ty})"))
+        Ok(format!("CAST({text} AS {})", cast_type(self.dialect, ty)?))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The Spark SQL dialect: what the printer writes for Spark, and the constructs it refuses. The DuckDB
 //! dialect's text is the snapshots' (unchanged by the dialect parameter).
 
+use crate::layout::StoreName;
 use crate::sql::{spark_str, spark_type, Dialect};
 use crate::tests::compile_with;
 use crate::{PlanError, QueryOptions, TimeBound};
@@ -82,10 +83,93 @@ fn time_travel_reads_current_and_history_views() {
 
 #[test]
 fn duckdb_only_constructs_are_refused_by_name() {
-    let e = refused("[:find (pull ?i [:issue/title]) :where [?i :issue/priority 1]]", None);
-    assert!(e.contains("spark") && e.contains("pull"), "{e}");
+    // pull's JSON answers: unbounded recursion
+    let e = refused("[:find (pull ?i [:issue/title {:issue/assignee ...}]) :where [?i :issue/priority 1]]", None);
+    assert!(e.contains("spark") && e.contains("pull recursion ...") && e.contains("issue/assignee"), "{e}");
     let e = refused("[:find (max 2 ?p) :where [?i :issue/priority ?p]]", None);
     assert!(e.contains("max"), "{e}");
+}
+
+/// The Spark text of a pull: no DuckDB construct (struct literals, `UNION ALL BY NAME`, list slices, CTE hints,
+/// double-quoted names) is left in it.
+fn assert_spark_pull(s: &str) {
+    for duck in ["BY NAME", "MATERIALIZED", "{'", "any_value", "ORDER BY o", ")[1:", "\"", "$1", "JSON"] {
+        assert!(!s.contains(duck), "{duck} in {s}");
+    }
+}
+
+#[test]
+fn pull_in_find_is_spark_sql() {
+    let q = "[:find ?i (pull ?i [:db/id :issue/title [:issue/label :limit 2] {:issue/assignee [:user/name]} \
+             [:issue/priority :default 0] [:issue/state :as \"st\"]]) :where [?i :issue/priority 1]]";
+    let c = compile_with(q, None, &spark()).expect("compiles");
+    let s = &c.sql;
+    assert_spark_pull(s);
+    assert!(s.starts_with("WITH mentat_rows AS (\n"), "{s}");
+    assert!(s.contains("p1.pull AS `pull_i`") && s.contains("m.`i` AS `i`"), "{s}");
+    // STRUCTs by named_struct, the fields named as in DuckDB
+    assert!(s.contains("named_struct('db/id', i.e, 'issue/title', g.c1, 'issue/label', slice(g.c2, 1, 2)"), "{s}");
+    assert!(s.contains("'st', g.c5"), "{s}");
+    // a LIST ordered by value: the (key, value) pairs sorted, NULL when none
+    assert!(
+        s.contains("CASE WHEN count(c2) = 0 THEN NULL ELSE transform(sort_array(collect_list(named_struct('o', o2, 'v', c2)) FILTER (WHERE c2 IS NOT NULL)), x -> x.v) END AS c2"),
+        "{s}"
+    );
+    assert!(s.contains("first(c1, true) AS c1"), "{s}");
+    assert!(s.contains("coalesce(g.c4, CAST(CAST(0 AS BIGINT) AS BIGINT))"), "{s}");
+    // the branches of one level by position: each selects every column, NULL for the others'
+    assert!(s.contains("SELECT d.e AS e, d.v AS c1, NULL AS c2, NULL AS o2, NULL AS c3, NULL AS c4, NULL AS c5 FROM pull_ids AS i JOIN `cur_102` AS d ON d.e = i.e"), "{s}");
+    assert!(s.contains("\n    UNION ALL\n    "), "{s}");
+    // the nested level reads the distinct refs of its parent
+    assert!(s.contains("SELECT DISTINCT d.v AS e FROM pull_ids AS i JOIN `cur_105` AS d ON d.e = i.e"), "{s}");
+    assert_eq!(
+        c.columns[1].sql_type,
+        "STRUCT(\"db/id\" BIGINT, \"issue/title\" VARCHAR, \"issue/label\" STRUCT(\"db/id\" BIGINT)[], \
+         \"issue/assignee\" STRUCT(\"user/name\" VARCHAR), \"issue/priority\" BIGINT, \"st\" VARCHAR)"
+    );
+    // DuckDB's text of the same query is its own
+    let d = compile_with(q, None, &QueryOptions::default()).expect("compiles");
+    assert!(d.sql.contains("UNION ALL BY NAME") && d.sql.contains("AS MATERIALIZED"), "{}", d.sql);
+}
+
+#[test]
+fn pull_reverse_recursion_wildcard_and_order_on_spark() {
+    // reverse attributes, numeric recursion depth (typed STRUCTs, `{"db/id"}` at the last level)
+    let q = "[:find (pull ?u [:user/name {:issue/_assignee [:issue/title]}]) :where [?u :user/email _]]";
+    let s = sql(q, None, &spark());
+    assert_spark_pull(&s);
+    assert!(s.contains("JOIN `cur_105` AS d ON d.v = i.e"), "{s}");
+    let q = "[:find (pull ?i [:issue/title {:issue/label 1}]) :where [?i :issue/priority 1]]";
+    let s = sql(q, None, &spark());
+    assert_spark_pull(&s);
+    // `*`: every attribute of the schema without a probe; with one, the attributes held
+    let q = "[:find ?i (pull ?i [*]) :where [?i :issue/priority 1] :order ?i :limit 3]";
+    let c = compile_with(q, None, &spark()).expect("compiles");
+    assert!(c.held_sql.is_some() && c.columns[1].sql_type.contains("\"db/ident\" VARCHAR"), "{c:?}");
+    assert_spark_pull(&c.sql);
+    assert!(c.sql.ends_with("ORDER BY m.`mentat_order_0` ASC NULLS LAST"), "{}", c.sql);
+    let held = crate::compile_query_held(
+        q,
+        None,
+        &crate::tests::schema(),
+        &StoreName::parse("mentat").unwrap(),
+        &spark(),
+        Some(&[102, 104]),
+    )
+    .expect("compiles");
+    assert_eq!(
+        held.columns[1].sql_type,
+        "STRUCT(\"db/id\" BIGINT, \"issue/title\" VARCHAR, \"issue/priority\" BIGINT)"
+    );
+    // a default of a ref, and of a cardinality-many attribute
+    let q = "[:find (pull ?i [[:issue/assignee :default 200] [:issue/label :default [200]]]) :where [?i :issue/priority 1]]";
+    let s = sql(q, None, &spark());
+    assert!(s.contains("CAST(named_struct('db/id', 200) AS STRUCT<`db/id`: BIGINT>)"), "{s}");
+    assert!(s.contains("CAST(array(named_struct('db/id', 200)) AS ARRAY<STRUCT<`db/id`: BIGINT>>)"), "{s}");
+    // as of a tx: the datoms through the history views
+    let opts = QueryOptions { as_of: Some(TimeBound::Tx((1 << 40) + 5)), ..spark() };
+    let s = sql("[:find (pull ?i [:issue/title]) :where [?i :issue/priority 1]]", None, &opts);
+    assert!(s.contains("`hist_102`") && !s.contains('"'), "{s}");
 }
 
 #[test]
