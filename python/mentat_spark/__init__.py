@@ -26,6 +26,8 @@ import pathlib
 import re
 import threading
 
+from .pull import pull  # Datomic's pull on Spark (pull.py)
+
 __all__ = ["extension_path", "load", "connect", "sql", "plan", "q", "run_plan", "read_manifest", "register_views",
            "StandaloneCluster"]
 
