@@ -74,7 +74,9 @@
 //! LISTs as `sort_array` of the `(key, value)` pairs `collect_list` gathers, then their values (NULL, not `[]`,
 //! when none), cut by `slice(list, 1, n)`; no CTE hints. The result has the same shape and the same DuckDB type
 //! text in [`CompiledPull::sql_type`]. What needs JSON, unbounded recursion (`...`) and a forward component pulled
-//! whole, is refused with [`PlanError::Dialect`] naming it; so are the one-entity statements (`$1`), DuckDB's.
+//! whole, is refused with [`PlanError::Dialect`] naming it. The one-entity statements (`$1`) stay DuckDB's. The
+//! probe of `*` ([`CompiledPull::held_input_sql`]) is printed in Spark SQL too (checked to run on Spark 4.3), but
+//! `mentat_sql` runs the DuckDB dialect's probe over the export's files, so that `mentat_spark.q` needs no change.
 
 use crate::error::{show, PlanError};
 use crate::layout::{quote_ident, quote_str, StoreName};
@@ -1400,6 +1402,34 @@ mod tests {
             "STRUCT(\"comment/text\" VARCHAR, \"issue/_comment\" STRUCT(\"db/id\" BIGINT), \
              \"issue/_assignee\" STRUCT(\"issue/title\" VARCHAR)[])"
         );
+    }
+
+    /// Spark's dialect: the typed levels are printed in Spark SQL; what is answered as JSON is refused by name.
+    #[test]
+    fn spark_refuses_what_is_json() {
+        let spark = QueryOptions { dialect: Dialect::Spark, ..Default::default() };
+        let store = StoreName::parse("mentat").unwrap();
+        let refused = |p: &str| match compile_pull(p, &schema(), &store, &spark) {
+            Err(e @ PlanError::Dialect { .. }) => e.to_string(),
+            other => panic!("{p}: {other:?}"),
+        };
+        let e = refused("[:issue/title :issue/comment]");
+        assert!(e.contains("component attribute :issue/comment whole"), "{e}");
+        let e = refused("[*]");
+        assert!(e.contains("component") && e.contains("issue/comment"), "{e}");
+        let e = refused("[:user/name {:user/friend ...}]");
+        assert!(e.contains("pull recursion ...") && e.contains("user/friend"), "{e}");
+        // a component with a sub-pattern is typed, and `*` without components too
+        let c = compile_pull("[{:issue/comment [:comment/text]} :issue/_comment]", &schema(), &store, &spark).unwrap();
+        assert_eq!(c.sql_type, compile("[{:issue/comment [:comment/text]} :issue/_comment]").unwrap().sql_type);
+        let v = parse_edn("[*]", "t").unwrap();
+        let c = compile_pull_held(&v, &schema(), &store, &spark, Some(&[102, 108])).unwrap();
+        assert_eq!(
+            c.sql_type,
+            "STRUCT(\"db/id\" BIGINT, \"issue/title\" VARCHAR, \"issue/label\" STRUCT(\"db/id\" BIGINT)[])"
+        );
+        let sql = c.relation_sql("SELECT 1 AS e");
+        assert!(sql.contains("named_struct('db/id', i.e") && !sql.contains("MATERIALIZED"), "{sql}");
     }
 
     #[test]
