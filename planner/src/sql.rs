@@ -74,11 +74,15 @@ pub(crate) struct Printer {
     out: String,
     stages: Vec<Stage>,
     error: Option<String>,
+    /// While the ORDER BY of a Spark `SELECT DISTINCT` is printed: its items' expressions and their output names.
+    /// Spark resolves that ORDER BY against the DISTINCT's output only (`t0.v` there is `UNRESOLVED_COLUMN`), so
+    /// an expression that is an item's, alone or inside another (a keyword's sort key), is printed as the name.
+    outputs: Vec<(Expr, String)>,
 }
 
 impl Printer {
     fn new(dialect: Dialect) -> Printer {
-        Printer { dialect, out: String::new(), stages: Vec::new(), error: None }
+        Printer { dialect, out: String::new(), stages: Vec::new(), error: None, outputs: Vec::new() }
     }
 
     fn spark(&self) -> bool {
@@ -639,6 +643,11 @@ impl Select {
         if !self.order_by.is_empty() {
             newline(p, indent);
             p.out.push_str("ORDER BY ");
+            let outer = std::mem::take(&mut p.outputs);
+            if p.spark() && self.distinct {
+                p.outputs =
+                    self.items.iter().filter_map(|(e, n)| n.as_ref().map(|n| (e.clone(), p.ident(n)))).collect();
+            }
             for (i, (e, desc)) in self.order_by.iter().enumerate() {
                 if i > 0 {
                     p.out.push_str(", ");
@@ -650,6 +659,7 @@ impl Select {
                     p.out.push_str(" NULLS LAST");
                 }
             }
+            p.outputs = outer;
         }
         if let Some(l) = self.limit {
             newline(p, indent);
@@ -757,6 +767,11 @@ impl Lit {
 
 impl Expr {
     fn render(&self, p: &mut Printer, indent: usize) {
+        if let Some((_, name)) = p.outputs.iter().find(|(e, _)| e == self) {
+            let name = name.clone();
+            p.out.push_str(&name);
+            return;
+        }
         match self {
             Expr::Col(a, c) => {
                 let _ = write!(p.out, "{}.{}", a.as_str(), c.as_str());

@@ -197,3 +197,16 @@ fn recursive_rules_become_stages() {
     let d = compile_with(q, Some(&format!("[{rules}]")), &QueryOptions::default()).expect("compiles");
     assert!(d.stages.is_empty() && d.sql.contains("WITH RECURSIVE"), "{}", d.sql);
 }
+
+#[test]
+fn order_of_a_distinct_select_names_its_outputs() {
+    // Spark resolves the ORDER BY of a SELECT DISTINCT against its output names only
+    let s =
+        sql("[:find ?t ?p :where [?i :issue/title ?t] [?i :issue/priority ?p] :order (desc ?p) ?t]", None, &spark());
+    assert!(s.starts_with("SELECT DISTINCT") && s.contains("ORDER BY `p` DESC NULLS LAST, `t` ASC NULLS LAST"), "{s}");
+    let s = sql("[:find ?s :where [?i :issue/state ?s] :order ?s]", None, &spark());
+    assert!(s.contains("ORDER BY named_struct('h', (instr(`s`, '/') > 1)"), "{s}");
+    // without DISTINCT (an entity in the find) the columns themselves
+    let s = sql("[:find ?i ?s :where [?i :issue/state ?s] :order ?s]", None, &spark());
+    assert!(!s.contains("DISTINCT") && s.contains("ORDER BY named_struct('h', (instr(t0.v, '/') > 1)"), "{s}");
+}

@@ -28,8 +28,8 @@ import threading
 
 from .pull import pull  # Datomic's pull on Spark (pull.py)
 
-__all__ = ["extension_path", "load", "connect", "sql", "plan", "q", "run_plan", "read_manifest", "register_views",
-           "StandaloneCluster"]
+__all__ = ["extension_path", "load", "connect", "sql", "plan", "q", "pull", "run_plan", "read_manifest",
+           "register_views", "StandaloneCluster"]
 
 _NAME = "mentat.duckdb_extension"
 _HERE = pathlib.Path(__file__).resolve().parent
@@ -84,14 +84,32 @@ def sql(query: str, inputs: str | None = None, *, con=None, store: str = "mentat
     return text
 
 
+FORMAT_VERSIONS = (1, 2)
+
+
 def read_manifest(snapshot_dir, basis_tx: int | None = None) -> dict:
-    """The manifest.json of an export directory (format version 1, see docs/parquet-format.md), or the kept
-    manifest of the earlier snapshot ``basis_tx``."""
-    name = "manifest.json" if basis_tx is None else f"manifest.{basis_tx}.json"
-    with open(os.path.join(str(snapshot_dir), name)) as f:
+    """The manifest of an export directory (docs/parquet-format.md): its latest snapshot's (``manifest.json``), or
+    with ``basis_tx`` the kept manifest of that earlier snapshot (``manifest.<basis_tx>.json``, or the one
+    ``manifest.<basis_tx>-<instant>.json`` of another store exported into the directory). Raises
+    ``FileNotFoundError`` for a snapshot the directory does not keep (``mentat_snapshots(dir)`` lists them) and
+    ``ValueError`` for a manifest of an unknown format or version. Spark reads format version 2 (version 1 wrote
+    uuid values in Parquet's UUID type, which Spark refuses: export such a store again)."""
+    d = str(snapshot_dir)
+    if basis_tx is None:
+        name = "manifest.json"
+    else:
+        name = f"manifest.{int(basis_tx)}.json"
+        if not os.path.exists(os.path.join(d, name)):
+            prefix = f"manifest.{int(basis_tx)}-"
+            tagged = sorted(f for f in os.listdir(d) if f.startswith(prefix) and f.endswith(".json"))
+            if len(tagged) == 1:
+                name = tagged[0]
+            elif tagged:
+                raise ValueError(f"{d}: {len(tagged)} snapshots of basis tx {basis_tx} (different stores): {tagged}")
+    with open(os.path.join(d, name)) as f:
         manifest = json.load(f)
-    if manifest.get("format") != "mentat-parquet" or manifest.get("format_version") != 1:
-        raise ValueError(f"{snapshot_dir}: not a mentat Parquet export of format version 1")
+    if manifest.get("format") != "mentat-parquet" or manifest.get("format_version") not in FORMAT_VERSIONS:
+        raise ValueError(f"{d}: not a mentat Parquet export of format version {FORMAT_VERSIONS}")
     return manifest
 
 
@@ -99,24 +117,34 @@ _planners: dict = {}
 _lock = threading.Lock()
 
 
-def _planner(snapshot_dir: str, basis_tx: int):
-    """An in-memory DuckDB with the export attached as store ``snap`` (its schema is what the planner reads), kept
-    per snapshot."""
+def _planner(snapshot_dir: str, basis_tx: int, latest: bool):
+    """An in-memory DuckDB with the snapshot ``basis_tx`` of the export attached as store ``snap`` (its schema is
+    what the planner reads), kept per snapshot."""
     key = (os.path.abspath(snapshot_dir), basis_tx)
     with _lock:
         con = _planners.get(key)
         if con is None:
             con = connect()
-            con.execute("SELECT * FROM mentat_attach_parquet(?, store := 'snap')", [key[0]]).fetchall()
+            try:
+                # the snapshot by its basis tx, even as the latest: an export landing meanwhile changes the latest
+                con.execute("SELECT * FROM mentat_attach_parquet(?, store := 'snap', snapshot := ?)",
+                            [key[0], basis_tx]).fetchall()
+            except Exception:
+                if not latest:
+                    raise
+                # an export written before snapshots were kept has only manifest.json
+                con.execute("SELECT * FROM mentat_attach_parquet(?, store := 'snap')", [key[0]]).fetchall()
             _planners[key] = con
         return con
 
 
-def plan(snapshot_dir, query: str, inputs: str | None = None, as_of=None, since=None, history=False) -> dict:
-    """The Spark plan of ``query`` over the export in ``snapshot_dir``: ``{"stages": [...], "final": sql}``
-    (``stages`` empty for a query without recursive rules)."""
-    manifest = read_manifest(snapshot_dir)
-    con = _planner(str(snapshot_dir), manifest["basis_tx"])
+def plan(snapshot_dir, query: str, inputs: str | None = None, as_of=None, since=None, history=False,
+         snapshot: int | None = None, manifest: dict | None = None) -> dict:
+    """The Spark plan of ``query`` over the export in ``snapshot_dir`` (its latest snapshot, or the kept snapshot
+    whose basis tx is ``snapshot``; or the snapshot of ``manifest``, as :func:`read_manifest` returned it):
+    ``{"stages": [...], "final": sql}`` (``stages`` empty for a query without recursive rules)."""
+    manifest = manifest or read_manifest(snapshot_dir, snapshot)
+    con = _planner(str(snapshot_dir), manifest["basis_tx"], latest=snapshot is None)
     text = sql(query, inputs, con=con, store="snap", dialect="spark", as_of=as_of, since=since, history=history)
     if text.startswith("{"):
         return json.loads(text)
@@ -191,15 +219,20 @@ def _stage(spark, st: dict, max_rounds: int) -> None:
     total.createOrReplaceTempView(name)
 
 
-def q(spark, snapshot_dir, query: str, inputs: str | None = None, as_of=None, since=None, history: bool = False):
+def q(spark, snapshot_dir, query: str, inputs: str | None = None, as_of=None, since=None, history: bool = False,
+      snapshot: int | None = None):
     """The answer of a Datalog ``query`` over the export in ``snapshot_dir``, as a ``pyspark.sql.DataFrame``
     (columns named as ``mentat_q`` names them). ``inputs`` is the EDN vector of the ``:in`` values after ``$``;
     ``as_of``/``since`` take a tx entid (int) or an instant (a datetime, or text such as
-    ``'2025-01-01 00:00:00+00'``; without an offset it is read in the Spark session's time zone)."""
-    p = plan(snapshot_dir, query, inputs, as_of=as_of, since=since, history=history)
+    ``'2025-01-01 00:00:00+00'``; without an offset it is read in the Spark session's time zone). The export's
+    latest snapshot is read, or with ``snapshot`` the kept snapshot of that basis tx (``mentat_snapshots(dir)``
+    lists them); its manifest is read once, so an export that lands meanwhile does not mix two snapshots."""
+    manifest = read_manifest(snapshot_dir, snapshot)
+    p = plan(snapshot_dir, query, inputs, as_of=as_of, since=since, history=history, snapshot=snapshot,
+             manifest=manifest)
     texts = [p["final"]] + [s["base"] for s in p["stages"]] + [s["step"] or "" for s in p["stages"]]
     used = {m.group(1) for t in texts for m in _TABLE.finditer(t)}
-    register_views(spark, snapshot_dir, tables=used)
+    register_views(spark, snapshot_dir, tables=used, manifest=manifest)
     return run_plan(spark, p)
 
 

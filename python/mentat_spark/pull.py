@@ -18,39 +18,21 @@ and a forward component attribute pulled whole, without a sub-pattern (named, or
 """
 from __future__ import annotations
 
-import os
-import threading
 
 __all__ = ["pull"]
 
 _QUERY = "[:find ?ord ?e (pull ?e pattern) :in $ [[?ord ?e]] pattern]"
 
 
-_resolvers: dict = {}
-_lock = threading.Lock()
-
-
-def _resolver(snapshot_dir):
-    """An in-memory DuckDB with the export's latest snapshot attached as store ``snap``, kept per snapshot."""
-    from . import connect, read_manifest
-
-    key = (os.path.abspath(str(snapshot_dir)), read_manifest(snapshot_dir)["basis_tx"])
-    with _lock:
-        con = _resolvers.get(key)
-        if con is None:
-            con = connect()
-            con.execute("SELECT * FROM mentat_attach_parquet(?, store := 'snap')", [key[0]]).fetchall()
-            _resolvers[key] = con
-        return con
-
-
-def _resolve(snapshot_dir, entities, as_of=None, since=None):
+def _resolve(snapshot_dir, entities, as_of=None, since=None, snapshot=None):
     """The entids of ``entities`` (ints as given; ident and lookup-ref texts resolved, NULL when a lookup ref
-    matches nothing), by ``mentat_pull_many`` in an in-memory DuckDB that has the export attached."""
+    matches nothing), by ``mentat_pull_many`` in the planner's in-memory DuckDB, which has the snapshot attached."""
+    from . import _planner, read_manifest
+
     texts = [e for e in entities if e is not None and not isinstance(e, int)]
     found = {}
     if texts:
-        con = _resolver(snapshot_dir)
+        con = _planner(str(snapshot_dir), read_manifest(snapshot_dir, snapshot)["basis_tx"], latest=snapshot is None)
         named, params = "", ["[:db/id]", [str(t) for t in texts]]
         for key, value in (("as_of", as_of), ("since", since)):
             if value is not None:
@@ -62,7 +44,7 @@ def _resolve(snapshot_dir, entities, as_of=None, since=None):
     return [e if e is None or isinstance(e, int) else found[e] for e in entities]
 
 
-def pull(spark, snapshot_dir, pattern: str, entities, as_of=None, since=None):
+def pull(spark, snapshot_dir, pattern: str, entities, as_of=None, since=None, snapshot: int | None = None):
     """Datomic's pull of ``pattern`` (EDN text) for ``entities`` over the export in ``snapshot_dir``, as a
     ``pyspark.sql.DataFrame`` of columns ``e`` (BIGINT, the entid; NULL for a lookup ref that matches nothing) and
     ``pull`` (a STRUCT, see the module docs), shaped as DuckDB's ``mentat_pull``/``mentat_pull_many``:
@@ -73,20 +55,21 @@ def pull(spark, snapshot_dir, pattern: str, entities, as_of=None, since=None):
     An entity is an int entid, an ident keyword text (``":state/open"``) or a lookup ref text
     (``'[:user/email "a@b.c"]'``); idents and lookup refs are resolved in the planner's DuckDB over the export.
     ``as_of``/``since`` take a tx entid or an instant, as in :func:`mentat_spark.q`; pull has no ``history`` (Datomic
-    refuses pull on a history database). Errors: the planner's (unknown attribute, a malformed pattern, an unknown
-    ident, ...) and, for what Spark cannot express (unbounded recursion ``...``, a component pulled whole), an
-    error naming the construct ("the spark SQL dialect cannot express pull recursion ...").
+    refuses pull on a history database). ``snapshot`` reads a kept earlier snapshot, as in :func:`mentat_spark.q`.
+    Errors: the planner's (unknown attribute, a malformed pattern, an unknown ident, ...) and, for what Spark cannot
+    express (unbounded recursion ``...``, a component pulled whole), an error naming the construct ("the spark SQL
+    dialect cannot express pull recursion ...").
     """
     from . import q
 
     many = isinstance(entities, (list, tuple))
     items = list(entities) if many else [entities]
-    ids = _resolve(snapshot_dir, items, as_of, since)
+    ids = _resolve(snapshot_dir, items, as_of, since, snapshot)
     # each element with its position, so that the query's set semantics keep duplicates and the order; with none
     # resolved, one placeholder row (no entity has the id -1) types the answer, and is dropped
     given = [(i, e) for i, e in enumerate(ids) if e is not None] or [(-1, -1)]
     tuples = " ".join(f"[{i} {e}]" for i, e in given)
-    answer = q(spark, snapshot_dir, _QUERY, f"[[{tuples}] {pattern}]", as_of=as_of, since=since)
+    answer = q(spark, snapshot_dir, _QUERY, f"[[{tuples}] {pattern}]", as_of=as_of, since=since, snapshot=snapshot)
     answer = answer.withColumnRenamed("pull_e", "pull").where("ord >= 0")
     unresolved = [(i, None, None) for i, e in enumerate(ids) if e is None]
     if unresolved:
