@@ -48,7 +48,9 @@ unsafe fn fill(
     langs: Option<ffi::duckdb_vector>,
     analyzers: &mut Vec<(String, Analyzer)>,
 ) -> Result<(), String> {
-    let mut terms: Vec<String> = Vec::new();
+    // terms are written straight into the list's child vector, which grows by doubling
+    let (mut written, mut capacity) = (0u64, 0u64);
+    let mut child = ffi::duckdb_list_vector_get_child(output);
     let mut spans: Vec<Option<(u64, u64)>> = Vec::with_capacity(rows);
     for row in 0..rows {
         let lang = match langs {
@@ -66,16 +68,29 @@ unsafe fn fill(
                 analyzers.len() - 1
             }
         };
-        let start = terms.len() as u64;
-        analyzers[i].1.terms_cached(t, &mut terms);
-        spans.push(Some((start, terms.len() as u64 - start)));
+        let start = written;
+        let mut failed = false;
+        analyzers[i].1.each_term_cached(t, |term| {
+            if failed {
+                return;
+            }
+            if written == capacity {
+                capacity = (capacity * 2).max(4 * 2048);
+                if ffi::duckdb_list_vector_reserve(output, capacity) != ffi::DuckDBSuccess {
+                    failed = true;
+                    return;
+                }
+                child = ffi::duckdb_list_vector_get_child(output);
+            }
+            ffi::duckdb_vector_assign_string_element_len(child, written, term.as_ptr() as *const _, term.len() as u64);
+            written += 1;
+        });
+        if failed {
+            return Err(format!("mentat_tokenize: cannot hold {capacity} terms in one vector"));
+        }
+        spans.push(Some((start, written - start)));
     }
-    ffi::duckdb_list_vector_reserve(output, terms.len() as u64);
-    ffi::duckdb_list_vector_set_size(output, terms.len() as u64);
-    let child = ffi::duckdb_list_vector_get_child(output);
-    for (k, t) in terms.iter().enumerate() {
-        ffi::duckdb_vector_assign_string_element_len(child, k as u64, t.as_ptr() as *const _, t.len() as u64);
-    }
+    ffi::duckdb_list_vector_set_size(output, written);
     let entries = ffi::duckdb_vector_get_data(output) as *mut ffi::duckdb_list_entry;
     for (row, span) in spans.into_iter().enumerate() {
         match span {

@@ -76,12 +76,12 @@ pub const LANGUAGES: [(&str, Option<Algorithm>); 19] = [
 /// Text to terms (see the module docs).
 pub struct Analyzer {
     stemmer: Option<Stemmer>,
-    /// Terms of words seen before ([`Analyzer::terms_cached`]): a text's words repeat, and stemming costs more
+    /// Terms of words seen before ([`Analyzer::each_term_cached`]): a text's words repeat, and stemming costs more
     /// than a lookup.
     cache: std::collections::HashMap<String, String>,
 }
 
-/// Words [`Analyzer::terms_cached`] remembers before it starts afresh.
+/// Words [`Analyzer::each_term_cached`] remembers before it starts afresh.
 const CACHE_WORDS: usize = 1 << 17;
 
 impl Analyzer {
@@ -103,19 +103,20 @@ impl Analyzer {
         text.unicode_words().map(|w| self.term(w)).collect()
     }
 
-    /// [`Analyzer::terms`], appended to `out`, remembering the term of each word for the next texts.
-    pub fn terms_cached(&mut self, text: &str, out: &mut Vec<String>) {
+    /// [`Analyzer::terms`], each given to `each` in order, remembering the term of each word for the next texts: a
+    /// word seen before costs one lookup and no allocation (the index maintenance analyzes millions of words, and
+    /// allocating a String per term was 40% of `mentat_tokenize`'s time in a profile).
+    pub fn each_term_cached(&mut self, text: &str, mut each: impl FnMut(&str)) {
         for w in text.unicode_words() {
             if let Some(t) = self.cache.get(w) {
-                out.push(t.clone());
+                each(t);
                 continue;
             }
             let t = self.term(w);
             if self.cache.len() >= CACHE_WORDS {
                 self.cache.clear();
             }
-            self.cache.insert(w.to_string(), t.clone());
-            out.push(t);
+            each(self.cache.entry(w.to_string()).or_insert(t));
         }
     }
 
