@@ -89,23 +89,23 @@ FORMAT_VERSIONS = (1, 2)
 
 def read_manifest(snapshot_dir, basis_tx: int | None = None) -> dict:
     """The manifest of an export directory (docs/parquet-format.md): its latest snapshot's (``manifest.json``), or
-    with ``basis_tx`` the kept manifest of that earlier snapshot (``manifest.<basis_tx>.json``, or the one
-    ``manifest.<basis_tx>-<instant>.json`` of another store exported into the directory). Raises
-    ``FileNotFoundError`` for a snapshot the directory does not keep (``mentat_snapshots(dir)`` lists them) and
-    ``ValueError`` for a manifest of an unknown format or version. Spark reads format version 2 (version 1 wrote
-    uuid values in Parquet's UUID type, which Spark refuses: export such a store again)."""
+    with ``basis_tx`` the kept manifest of that earlier snapshot, found by the extension's ``mentat_snapshots``
+    (which knows how kept manifests are named). Raises ``FileNotFoundError`` without a manifest, a duckdb error for
+    a snapshot the directory does not keep, and ``ValueError`` for a manifest of an unknown format or version.
+    Spark reads format version 2 (version 1 wrote uuid values in Parquet's UUID type, which Spark refuses: export
+    such a store again)."""
     d = str(snapshot_dir)
-    if basis_tx is None:
-        name = "manifest.json"
-    else:
-        name = f"manifest.{int(basis_tx)}.json"
-        if not os.path.exists(os.path.join(d, name)):
-            prefix = f"manifest.{int(basis_tx)}-"
-            tagged = sorted(f for f in os.listdir(d) if f.startswith(prefix) and f.endswith(".json"))
-            if len(tagged) == 1:
-                name = tagged[0]
-            elif tagged:
-                raise ValueError(f"{d}: {len(tagged)} snapshots of basis tx {basis_tx} (different stores): {tagged}")
+    name = "manifest.json"
+    if basis_tx is not None:
+        with _lock:
+            global _lister
+            _lister = _lister or connect()
+            found = _lister.execute("SELECT manifest FROM mentat_snapshots(?) WHERE basis_tx = ?",
+                                    [d, int(basis_tx)]).fetchall()
+        if len(found) != 1:
+            raise FileNotFoundError(f"{d}: {len(found)} kept snapshots of basis tx {basis_tx} (mentat_snapshots lists "
+                                    "them)")
+        name = found[0][0]
     with open(os.path.join(d, name)) as f:
         manifest = json.load(f)
     if manifest.get("format") != "mentat-parquet" or manifest.get("format_version") not in FORMAT_VERSIONS:
@@ -113,6 +113,7 @@ def read_manifest(snapshot_dir, basis_tx: int | None = None) -> dict:
     return manifest
 
 
+_lister = None
 _planners: dict = {}
 _lock = threading.Lock()
 
@@ -220,14 +221,15 @@ def _stage(spark, st: dict, max_rounds: int) -> None:
 
 
 def q(spark, snapshot_dir, query: str, inputs: str | None = None, as_of=None, since=None, history: bool = False,
-      snapshot: int | None = None):
+      snapshot: int | None = None, manifest: dict | None = None):
     """The answer of a Datalog ``query`` over the export in ``snapshot_dir``, as a ``pyspark.sql.DataFrame``
     (columns named as ``mentat_q`` names them). ``inputs`` is the EDN vector of the ``:in`` values after ``$``;
     ``as_of``/``since`` take a tx entid (int) or an instant (a datetime, or text such as
     ``'2025-01-01 00:00:00+00'``; without an offset it is read in the Spark session's time zone). The export's
     latest snapshot is read, or with ``snapshot`` the kept snapshot of that basis tx (``mentat_snapshots(dir)``
-    lists them); its manifest is read once, so an export that lands meanwhile does not mix two snapshots."""
-    manifest = read_manifest(snapshot_dir, snapshot)
+    lists them), or the snapshot of ``manifest`` (as :func:`read_manifest` returned it); the manifest is read once,
+    so an export that lands meanwhile does not mix two snapshots."""
+    manifest = manifest or read_manifest(snapshot_dir, snapshot)
     p = plan(snapshot_dir, query, inputs, as_of=as_of, since=since, history=history, snapshot=snapshot,
              manifest=manifest)
     texts = [p["final"]] + [s["base"] for s in p["stages"]] + [s["step"] or "" for s in p["stages"]]

@@ -24,15 +24,16 @@ __all__ = ["pull"]
 _QUERY = "[:find ?ord ?e (pull ?e pattern) :in $ [[?ord ?e]] pattern]"
 
 
-def _resolve(snapshot_dir, entities, as_of=None, since=None, snapshot=None):
+def _resolve(snapshot_dir, manifest, latest, entities, as_of=None, since=None):
     """The entids of ``entities`` (ints as given; ident and lookup-ref texts resolved, NULL when a lookup ref
-    matches nothing), by ``mentat_pull_many`` in the planner's in-memory DuckDB, which has the snapshot attached."""
-    from . import _planner, read_manifest
+    matches nothing), by ``mentat_pull_many`` in the planner's in-memory DuckDB, which has the snapshot of
+    ``manifest`` attached."""
+    from . import _planner
 
     texts = [e for e in entities if e is not None and not isinstance(e, int)]
     found = {}
     if texts:
-        con = _planner(str(snapshot_dir), read_manifest(snapshot_dir, snapshot)["basis_tx"], latest=snapshot is None)
+        con = _planner(str(snapshot_dir), manifest["basis_tx"], latest=latest)
         named, params = "", ["[:db/id]", [str(t) for t in texts]]
         for key, value in (("as_of", as_of), ("since", since)):
             if value is not None:
@@ -60,16 +61,19 @@ def pull(spark, snapshot_dir, pattern: str, entities, as_of=None, since=None, sn
     express (unbounded recursion ``...``, a component pulled whole), an error naming the construct ("the spark SQL
     dialect cannot express pull recursion ...").
     """
-    from . import q
+    from . import q, read_manifest
 
     many = isinstance(entities, (list, tuple))
     items = list(entities) if many else [entities]
-    ids = _resolve(snapshot_dir, items, as_of, since, snapshot)
+    # one manifest for the resolution and the query: an export landing meanwhile cannot mix two snapshots
+    manifest = read_manifest(snapshot_dir, snapshot)
+    ids = _resolve(snapshot_dir, manifest, snapshot is None, items, as_of, since)
     # each element with its position, so that the query's set semantics keep duplicates and the order; with none
     # resolved, one placeholder row (no entity has the id -1) types the answer, and is dropped
     given = [(i, e) for i, e in enumerate(ids) if e is not None] or [(-1, -1)]
     tuples = " ".join(f"[{i} {e}]" for i, e in given)
-    answer = q(spark, snapshot_dir, _QUERY, f"[[{tuples}] {pattern}]", as_of=as_of, since=since, snapshot=snapshot)
+    answer = q(spark, snapshot_dir, _QUERY, f"[[{tuples}] {pattern}]", as_of=as_of, since=since, snapshot=snapshot,
+               manifest=manifest)
     answer = answer.withColumnRenamed("pull_e", "pull").where("ord >= 0")
     unresolved = [(i, None, None) for i, e in enumerate(ids) if e is None]
     if unresolved:

@@ -58,6 +58,17 @@ struct Snapshot {
     files: Vec<Written>,
 }
 
+impl Snapshot {
+    /// Rows of its current-state and history tables, as the manifest counts them.
+    fn rows(&self) -> (i64, i64) {
+        self.files.iter().fold((0, 0), |(c, h), w| match table_kind(&w.table).0 {
+            "current" => (c + w.rows, h),
+            "history" => (c, h + w.rows),
+            _ => (c, h),
+        })
+    }
+}
+
 /// What [`export`] and [`import_store`] report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParquetReport {
@@ -176,7 +187,11 @@ fn read_manifest(path: &std::path::Path) -> Result<Option<Snapshot>> {
 
 /// Every snapshot `dir` keeps, with its manifest's file name, oldest first (by basis instant, then basis tx); the
 /// latest one (`manifest.json`'s) is last, and marked.
+/// Errors: `dir` is not a directory, an unreadable manifest.
 fn kept_snapshots(dir: &str) -> Result<Vec<(String, Snapshot, bool)>> {
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(StorageError::Store(format!("{dir} is not a directory")));
+    }
     let cannot = |e: std::io::Error| StorageError::Store(format!("cannot list {dir}: {e}"));
     let latest = read_snapshot(dir)?;
     let mut out = Vec::new();
@@ -211,12 +226,12 @@ fn kept_snapshots(dir: &str) -> Result<Vec<(String, Snapshot, bool)>> {
 /// Errors: no such snapshot (the message lists the basis txs `dir` keeps), or two of them.
 fn snapshot_at(dir: &str, snapshot: Option<i64>) -> Result<Option<Snapshot>> {
     let Some(tx) = snapshot else { return read_snapshot(dir) };
-    let mut found: Vec<(String, Snapshot, bool)> =
-        kept_snapshots(dir)?.into_iter().filter(|(_, s, _)| s.basis_tx == tx).collect();
+    let (mut found, others): (Vec<_>, Vec<_>) =
+        kept_snapshots(dir)?.into_iter().partition(|(_, s, _)| s.basis_tx == tx);
     match found.len() {
         1 => Ok(found.pop().map(|(_, s, _)| s)),
         0 => {
-            let have: Vec<i64> = kept_snapshots(dir)?.iter().map(|(_, s, _)| s.basis_tx).collect();
+            let have: Vec<i64> = others.iter().map(|(_, s, _)| s.basis_tx).collect();
             Err(StorageError::Store(format!("export {dir} keeps no snapshot {tx}; its snapshots: {have:?}")))
         }
         _ => {
@@ -252,14 +267,11 @@ pub struct SnapshotInfo {
 /// last. A directory without a manifest keeps none. Local file systems only (like incremental exports).
 /// Errors: an unreadable directory or manifest.
 pub fn snapshots(dir: &str) -> Result<Vec<SnapshotInfo>> {
-    if !std::path::Path::new(dir).is_dir() {
-        return Err(StorageError::Store(format!("{dir} is not a directory")));
-    }
     let base = dir.trim_end_matches('/');
     Ok(kept_snapshots(dir)?
         .into_iter()
         .map(|(manifest, s, latest)| {
-            let rows = |kind: &str| s.files.iter().filter(|w| table_kind(&w.table).0 == kind).map(|w| w.rows).sum();
+            let (current, history) = s.rows();
             let bytes = s
                 .files
                 .iter()
@@ -272,8 +284,8 @@ pub fn snapshots(dir: &str) -> Result<Vec<SnapshotInfo>> {
                 manifest,
                 files: s.files.len() as i64,
                 bytes,
-                current: rows("current"),
-                history: rows("history"),
+                current,
+                history,
                 latest,
             }
         })
@@ -301,9 +313,6 @@ pub struct PruneReport {
 pub fn prune(dir: &str, keep: i64) -> Result<PruneReport> {
     if keep < 1 {
         return Err(StorageError::Store(format!("keep := {keep}: at least the latest snapshot is kept (keep >= 1)")));
-    }
-    if !std::path::Path::new(dir).is_dir() {
-        return Err(StorageError::Store(format!("{dir} is not a directory")));
     }
     let all = kept_snapshots(dir)?;
     // the latest is last; the newest others precede it
@@ -466,11 +475,7 @@ fn export_into(conn: &Connection, store: &Store, dir: &str, previous: Option<&Sn
         let mut changed = std::collections::HashSet::new();
         if let Some(prev) = reuse {
             if prev.basis_tx == basis_tx {
-                let (current, history) = prev.files.iter().fold((0, 0), |(c, h), w| match table_kind(&w.table).0 {
-                    "current" => (c + w.rows, h),
-                    "history" => (c, h + w.rows),
-                    _ => (c, h),
-                });
+                let (current, history) = prev.rows();
                 return Ok(Exported {
                     report: ParquetReport { files: 0, current, history },
                     tables: prev.files.clone(),
