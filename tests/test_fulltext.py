@@ -145,6 +145,27 @@ def test_required_excluded_phrase_prefix(con):
     assert set(search(con, "qu* -fox")) == set()
 
 
+def test_repeated_and_mixed_clauses(con):
+    """The single-term clauses of a search are scored together, in one read of their postings (planner/src/fulltext.rs,
+    `words_sql`); the answers are those of one clause at a time: a term that two clauses name scores twice, a
+    required term is required whichever of its clauses says so, and words mix with prefixes, phrases and
+    exclusions."""
+    load(con)
+    d = docs_now()
+
+    def where(scores, *terms):
+        return {k: v for k, v in scores.items() if all(t in d[k] for t in terms)}
+
+    assert_scores(search(con, "dog dog"), {k: 2 * v for k, v in bm25(d, [["dog"]]).items()})
+    assert_scores(search(con, "dog +dog cat"), where(bm25(d, [["dog"], ["dog"], ["cat"]]), "dog"))
+    assert_scores(search(con, "+dog +cat fox"), where(bm25(d, [["dog"], ["cat"], ["fox"]]), "dog", "cat"))
+    assert_scores(search(con, '+fox b* "the big"'), where(bm25(d, [["fox"], ("prefix", "b"), ["the", "big"]]), "fox"))
+    want = {k: v for k, v in bm25(d, [["dog"], ["cat"]]).items() if "fox" not in d[k]}
+    assert set(want) == {"d2", "d3"}
+    assert_scores(search(con, "dog cat -fox"), want)
+    assert_scores(search(con, "cat -cat"), {})
+
+
 def test_composes_with_clauses_order_limit(con):
     load(con)
     d = docs_now()

@@ -233,8 +233,9 @@ pub fn doc_key_sql(many: bool, v: &str) -> String {
 /// The SELECT (columns `e BIGINT, v VARCHAR, tx BIGINT, score DOUBLE`) of the documents of attribute `aid` that
 /// match `clauses`, scored with BM25 (see the module docs), over the store's postings `ft_<aid>(term, e, h, tf,
 /// pos, len)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>` (read only with `need_value`: without
-/// it `v` and `tx` are NULL, and a search reads no value). One statement: the statistics and each
-/// clause are common table expressions; clauses are scored by joins and aggregates over the postings.
+/// it `v` and `tx` are NULL, and a search reads no value). One statement of common table expressions: the
+/// statistics, the single-term clauses together ([`words_sql`]), each other clause on its own, and the hits that
+/// sum the clause scores per document.
 pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause], need_value: bool) -> String {
     let post = store.table(&postings_table_name(aid));
     let docs = store.table(&docs_table_name(aid));
@@ -248,16 +249,36 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
     let norm = |len: &str| format!("({} * (1 - {b} + {b} * {len} / st.avgdl))", lit(K1), b = lit(B));
     let mut ctes =
         vec![format!("st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 0)::DOUBLE AS avgdl FROM {docs})")];
+    // the scoring single-term clauses: the first clause of each term stands for every clause of that term
+    let word = |c: &Clause| match (&c.what, c.occur) {
+        (Match::Terms(t), Occur::Should | Occur::Must) if t.len() == 1 => Some(t[0].clone()),
+        _ => None,
+    };
+    let mut words: Vec<(String, usize, u32)> = Vec::new(); // (term, first clause, clauses of it)
     for (i, c) in clauses.iter().enumerate() {
+        if let Some(t) = word(c) {
+            match words.iter_mut().find(|w| w.0 == t) {
+                Some(w) => w.2 += 1,
+                None => words.push((t, i, 1)),
+            }
+        }
+    }
+    // (relation of `c, e, h, s` rows, its clause indices)
+    let mut scored: Vec<(String, Vec<usize>)> = Vec::new();
+    if !words.is_empty() {
+        ctes.extend(words_sql(&post, &words, &idf, &norm("p.len")));
+        scored.push(("SELECT c, e, h, s FROM w".to_string(), words.iter().map(|w| w.1).collect()));
+    }
+    for (i, c) in clauses.iter().enumerate() {
+        if word(c).is_some() {
+            continue;
+        }
         let rel = match (&c.what, c.occur) {
             (Match::Terms(t), Occur::MustNot) if t.len() == 1 => {
                 format!("SELECT DISTINCT e, h FROM {post} WHERE term = {}", string_value(&t[0]))
             }
             (Match::Prefix(p), Occur::MustNot) => {
                 format!("SELECT DISTINCT e, h FROM {post} WHERE starts_with(term, {})", string_value(p))
-            }
-            (Match::Terms(t), _) if t.len() == 1 => {
-                term_clause(&post, &format!("term = {}", string_value(&t[0])), &idf, &norm("p.len"))
             }
             (Match::Prefix(p), _) => {
                 term_clause(&post, &format!("starts_with(term, {})", string_value(p)), &idf, &norm("p.len"))
@@ -290,18 +311,28 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
             }
         };
         ctes.push(format!("c{i} AS ({rel})"));
+        if c.occur != Occur::MustNot {
+            scored.push((format!("SELECT {i} AS c, e, h, s FROM c{i}"), vec![i]));
+        }
     }
-    let union: Vec<String> = scoring.iter().map(|i| format!("SELECT {i} AS c, e, h, s FROM c{i}")).collect();
-    let musts: Vec<String> =
-        scoring.iter().filter(|i| clauses[**i].occur == Occur::Must).map(|i| i.to_string()).collect();
+    // a required clause of a term another clause also names is checked through the term's first clause
+    let mut musts: Vec<usize> = scoring
+        .iter()
+        .filter(|i| clauses[**i].occur == Occur::Must)
+        .map(|&i| word(&clauses[i]).and_then(|t| words.iter().find(|w| w.0 == t)).map_or(i, |w| w.1))
+        .collect();
+    musts.sort_unstable();
+    musts.dedup();
     let having = if musts.is_empty() {
         String::new()
     } else {
-        format!(" HAVING count(*) FILTER (WHERE c IN ({})) = {}", musts.join(", "), musts.len())
+        let list: Vec<String> = musts.iter().map(|i| i.to_string()).collect();
+        format!(" HAVING count(*) FILTER (WHERE c IN ({})) = {}", list.join(", "), musts.len())
     };
+    let rows: Vec<&str> = scored.iter().map(|r| r.0.as_str()).collect();
     ctes.push(format!(
         "hits AS (SELECT e, h, sum(s) AS score FROM ({}) GROUP BY e, h{having})",
-        union.join(" UNION ALL ")
+        rows.join(" UNION ALL ")
     ));
     let excluded: Vec<String> = (0..clauses.len())
         .filter(|i| clauses[*i].occur == Occur::MustNot)
@@ -326,16 +357,59 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
     )
 }
 
-/// A clause over the postings whose term satisfies `pred`: one row per matching document, scored by the sum of
-/// its matching terms' BM25 scores (the document's length read from the postings' copy of it). Each term's `df`
-/// is a count of its postings joined by term: a `count(*) OVER (PARTITION BY term)` window gave the same numbers
-/// but cost more than the rest of the clause (16 ms against 1 ms for the count of 5,866 postings of "server" in
-/// the Debian descriptions; the benchmark's two-term search went from 12.2 to 9.9 ms, see storage/README.md).
-/// A variant for one exact term without the GROUP BY and the join (each posting is already one document; `df` as
-/// a scalar count) measured no faster on 2026-12-02 (the "web server" statement 18 to 24 ms against 16 to 21 ms,
-/// alternating runs) and was not kept. Where the time goes instead (DuckDB's profile of that statement, 16 ms):
-/// binding 2.4 ms and optimizing 3.2 ms, a third of it, before any row is read; the operators' 11 ms of CPU on two
-/// threads, the top DISTINCT of the find (2.6 ms over 8,086 rows) and the `hits` aggregate (1.4 ms) the largest.
+/// The common table expressions that score every single-term clause of a search at once, ending in `w(c, e, h,
+/// s)`: one row per posting of the `words` (term, its first clause `c`, the number of clauses that name it, whose
+/// scores it sums), scored with its term's BM25 times that number. `p` reads the postings of all the terms in one
+/// scan; `d` counts each term's document frequency from them in one ungrouped aggregate (`count(*) FILTER`), since
+/// postings are one per (term, document).
+///
+/// Measured against one clause per term (`term_clause`'s join of the postings with their grouped count, then
+/// a GROUP BY per clause) on 2026-12-02 over the Debian descriptions, the five searches "web server", "python
+/// library", "network file system", "compression" and "music" inside the benchmark's top-10 find, 15 rounds in
+/// shuffled order: p50 11.4 ms against 15.2, p90 19.1 against 24.0. A GROUP BY costs DuckDB about 1 ms however
+/// few its rows (its hash table is set up per thread); one term clause had three (its df, its sum per document
+/// and the hits'), this path has one for all of them (the hits'). Counting df with a GROUP BY over `p` measured
+/// 11.8 ms, and reading the postings twice instead of `p` once 12.2 ms.
+fn words_sql(post: &str, words: &[(String, usize, u32)], idf: &dyn Fn(&str) -> String, norm: &str) -> Vec<String> {
+    let lits: Vec<String> = words.iter().map(|w| string_value(&w.0)).collect();
+    let pred = match lits.as_slice() {
+        [one] => format!("term = {one}"),
+        _ => format!("term IN ({})", lits.join(", ")),
+    };
+    let dfs: Vec<String> =
+        lits.iter().enumerate().map(|(k, l)| format!("count(*) FILTER (WHERE term = {l}) AS d{k}")).collect();
+    let case = |each: &dyn Fn(usize) -> String| match lits.len() {
+        1 => each(0),
+        _ => {
+            let arms: Vec<String> =
+                lits.iter().enumerate().map(|(k, l)| format!("WHEN {l} THEN {}", each(k))).collect();
+            format!("CASE p.term {} END", arms.join(" "))
+        }
+    };
+    let weight = case(&|k| {
+        let n = words[k].2;
+        if n == 1 {
+            idf(&format!("d.d{k}"))
+        } else {
+            format!("{n} * {}", idf(&format!("d.d{k}")))
+        }
+    });
+    let clause = case(&|k| words[k].1.to_string());
+    vec![
+        format!("p AS (SELECT term, e, h, tf, len FROM {post} WHERE {pred})"),
+        format!("d AS (SELECT {} FROM p)", dfs.join(", ")),
+        format!(
+            "w AS (SELECT {clause} AS c, p.e, p.h, {weight} * p.tf * {} / (p.tf + {norm}) AS s FROM p, d, st)",
+            lit(K1 + 1.0)
+        ),
+    ]
+}
+
+/// A clause over the postings whose term satisfies `pred` (a prefix's): one row per matching document, scored by
+/// the sum of its matching terms' BM25 scores (the document's length read from the postings' copy of it). Each
+/// term's `df` is a count of its postings joined by term: a `count(*) OVER (PARTITION BY term)` window gave the
+/// same numbers but cost more than the rest of the clause (16 ms against 1 ms for the count of 5,866 postings of
+/// "server" in the Debian descriptions; see storage/README.md). Single terms go through [`words_sql`] instead.
 fn term_clause(post: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
     format!(
         "SELECT p.e, p.h, sum({} * p.tf * {} / (p.tf + {norm})) AS s \
