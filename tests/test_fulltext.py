@@ -113,6 +113,26 @@ def test_tokenizer_sql_function(con):
         rows(con, "SELECT mentat_tokenize('x', 'klingon')")
 
 
+def test_postings_sql_function(con):
+    """mentat_postings(text, language) is a text as one document of the postings table: its distinct terms, each
+    with its frequency and 0-based positions and the document's length; the same terms as mentat_tokenize."""
+
+    def postings(text, lang=None):
+        arg = "?" if lang is None else "?, ?"
+        got = rows(con, f"SELECT mentat_postings({arg})", [text] if lang is None else [text, lang])[0][0]
+        return None if got is None else sorted((p["term"], p["tf"], p["pos"], p["len"]) for p in got)
+
+    assert postings("The dog and the Dogs") == [("and", 1, [2], 5), ("dog", 2, [1, 4], 5), ("the", 2, [0, 3], 5)]
+    assert postings("Running files", "none") == [("files", 1, [1], 2), ("running", 1, [0], 2)]
+    assert postings(" -- ") == [] and postings(None) is None
+    text = " ".join(t for t, _, _ in CORPUS.values()) + " Café-owners don't run; running dogs run 3.14 times"
+    terms = rows(con, "SELECT mentat_tokenize(?)", [text])[0][0]
+    want = sorted((t, terms.count(t), [i for i, x in enumerate(terms) if x == t], len(terms)) for t in set(terms))
+    assert postings(text) == want
+    with pytest.raises(Exception, match="klingon"):
+        rows(con, "SELECT mentat_postings('x', 'klingon')")
+
+
 def test_bm25_terms_by_hand(con):
     load(con)
     d = docs_now()

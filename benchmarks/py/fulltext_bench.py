@@ -29,7 +29,7 @@ import time
 import duckdb
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EXT = ROOT / "build" / "mentat.duckdb_extension"
+EXT = pathlib.Path(os.environ.get("MENTAT_EXTENSION", ROOT / "build" / "mentat.duckdb_extension"))
 QUERIES = ["web server", "python library", "+python +astronomy", "network file system", '"command line"',
            "image editor", "database -sqlite", "compression", "font", "bluetooth audio", "kernel module",
            "perl module", "spell checker dictionary", "video player", "game strategy", "ssl certificate",

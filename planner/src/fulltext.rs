@@ -76,9 +76,13 @@ pub const LANGUAGES: [(&str, Option<Algorithm>); 19] = [
 /// Text to terms (see the module docs).
 pub struct Analyzer {
     stemmer: Option<Stemmer>,
-    /// Terms of words seen before ([`Analyzer::each_term_cached`]): a text's words repeat, and stemming costs more
-    /// than a lookup.
-    cache: std::collections::HashMap<String, String>,
+    /// The term id of each word seen before ([`Analyzer::each_term_cached`], [`Analyzer::postings_cached`]): a
+    /// text's words repeat, and stemming costs more than a lookup.
+    cache: std::collections::HashMap<String, u32>,
+    /// The terms of those words by id; two words of one term (`dogs`, `dog`) share its id.
+    terms: Vec<String>,
+    /// The id of each term in `terms`.
+    ids: std::collections::HashMap<String, u32>,
 }
 
 /// Words [`Analyzer::each_term_cached`] remembers before it starts afresh.
@@ -90,7 +94,12 @@ impl Analyzer {
     pub fn new(language: &str) -> Result<Analyzer, String> {
         let lang = language.trim().to_lowercase();
         match LANGUAGES.iter().find(|(name, _)| *name == lang) {
-            Some((_, algo)) => Ok(Analyzer { stemmer: algo.map(Stemmer::create), cache: Default::default() }),
+            Some((_, algo)) => Ok(Analyzer {
+                stemmer: algo.map(Stemmer::create),
+                cache: Default::default(),
+                terms: Vec::new(),
+                ids: Default::default(),
+            }),
             None => {
                 let known: Vec<&str> = LANGUAGES.iter().map(|l| l.0).collect();
                 Err(format!("unknown fulltext language {language:?}: one of {}", known.join(", ")))
@@ -107,16 +116,69 @@ impl Analyzer {
     /// word seen before costs one lookup and no allocation (the index maintenance analyzes millions of words, and
     /// allocating a String per term was 40% of `mentat_tokenize`'s time in a profile).
     pub fn each_term_cached(&mut self, text: &str, mut each: impl FnMut(&str)) {
+        self.forget_if_full();
         for w in text.unicode_words() {
-            if let Some(t) = self.cache.get(w) {
-                each(t);
-                continue;
+            let id = self.term_id(w);
+            each(&self.terms[id as usize]);
+        }
+    }
+
+    /// The postings of one document `text` into `out` (emptied first): each distinct term once, with its 0-based
+    /// positions ascending, in the order of the terms' ids; `out.len` is the document's length in terms. Words are
+    /// remembered as by [`Analyzer::each_term_cached`]. This is the grouping by term and document that the
+    /// postings table holds (`storage/src/fulltext.rs`), done per document while its terms are at hand instead of
+    /// by a GROUP BY over every term of a load.
+    pub fn postings_cached(&mut self, text: &str, out: &mut Postings) {
+        self.forget_if_full();
+        out.pairs.clear();
+        out.runs.clear();
+        for (pos, w) in text.unicode_words().enumerate() {
+            let id = self.term_id(w);
+            out.pairs.push((id, pos as u32));
+        }
+        out.len = out.pairs.len() as u32;
+        // positions are pushed ascending, so sorting the pairs groups each term's positions in order
+        out.pairs.sort_unstable();
+        let mut start = 0;
+        for k in 1..=out.pairs.len() {
+            if k == out.pairs.len() || out.pairs[k].0 != out.pairs[start].0 {
+                out.runs.push((start, k));
+                start = k;
             }
-            let t = self.term(w);
-            if self.cache.len() >= CACHE_WORDS {
-                self.cache.clear();
+        }
+    }
+
+    /// The text of term `id` (from [`Postings::each`]).
+    pub fn term_text(&self, id: u32) -> &str {
+        &self.terms[id as usize]
+    }
+
+    /// The id of `word`'s term, from the cache or newly analyzed.
+    fn term_id(&mut self, word: &str) -> u32 {
+        if let Some(&id) = self.cache.get(word) {
+            return id;
+        }
+        let t = self.term(word);
+        let id = match self.ids.get(&t) {
+            Some(&id) => id,
+            None => {
+                let id = self.terms.len() as u32;
+                self.ids.insert(t.clone(), id);
+                self.terms.push(t);
+                id
             }
-            each(self.cache.entry(w.to_string()).or_insert(t));
+        };
+        self.cache.insert(word.to_string(), id);
+        id
+    }
+
+    /// Starts the word cache afresh once it holds [`CACHE_WORDS`] words (between texts only, so that the ids a
+    /// text's terms were given stay valid while it is written).
+    fn forget_if_full(&mut self) {
+        if self.cache.len() >= CACHE_WORDS {
+            self.cache.clear();
+            self.terms.clear();
+            self.ids.clear();
         }
     }
 
@@ -132,6 +194,31 @@ impl Analyzer {
     /// The words of `text` lowercased and folded, not stemmed (for prefixes).
     pub fn folded_words(&self, text: &str) -> Vec<String> {
         text.unicode_words().map(fold).collect()
+    }
+}
+
+/// One document's postings, filled by [`Analyzer::postings_cached`] and reused from document to document.
+#[derive(Default)]
+pub struct Postings {
+    /// (term id, position), sorted.
+    pairs: Vec<(u32, u32)>,
+    /// Each term's range of `pairs`.
+    runs: Vec<(usize, usize)>,
+    /// The document's length in terms.
+    pub len: u32,
+}
+
+impl Postings {
+    /// The number of distinct terms.
+    pub fn terms(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Each distinct term: its id ([`Analyzer::term_text`]) and its positions, ascending.
+    pub fn each(&self, mut f: impl FnMut(u32, &mut dyn Iterator<Item = u32>)) {
+        for &(a, b) in &self.runs {
+            f(self.pairs[a].0, &mut self.pairs[a..b].iter().map(|p| p.1));
+        }
     }
 }
 
@@ -437,6 +524,30 @@ mod tests {
         let none = Analyzer::new("none").unwrap();
         assert_eq!(none.terms("Running ﬁles"), ["running", "files"]);
         assert!(Analyzer::new("klingon").err().unwrap().contains("klingon"));
+    }
+
+    #[test]
+    fn postings_group_each_documents_terms() {
+        let mut en = Analyzer::new("english").unwrap();
+        let mut p = Postings::default();
+        let mut got = |a: &mut Analyzer, text: &str| {
+            a.postings_cached(text, &mut p);
+            let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+            p.each(|id, pos| out.push((a.term_text(id).to_string(), pos.collect())));
+            out.sort();
+            (p.len, out)
+        };
+        let own = |s: &str, v: &[u32]| (s.to_string(), v.to_vec());
+        assert_eq!(
+            got(&mut en, "The dog and the Dogs"),
+            (5, vec![own("and", &[2]), own("dog", &[1, 4]), own("the", &[0, 3])])
+        );
+        // the words are remembered: a second text reuses the ids, and its grouping is its own
+        assert_eq!(got(&mut en, "dogs dog, a dog"), (4, vec![own("a", &[2]), own("dog", &[0, 1, 3])]));
+        assert_eq!(got(&mut en, " -- "), (0, vec![]));
+        let mut terms = Vec::new();
+        en.each_term_cached("Dogs and cats", |t| terms.push(t.to_string()));
+        assert_eq!(terms, en.terms("Dogs and cats"));
     }
 
     #[test]

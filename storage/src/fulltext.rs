@@ -56,24 +56,28 @@ pub fn tables(a: &Attribute) -> Vec<(String, &'static str)> {
 }
 
 /// Indexes the documents `docs` (an SQL query with columns `e BIGINT, v VARCHAR`) of fulltext attribute `a`:
-/// their terms are computed once into a temporary table, then one statement writes the documents' lengths and
-/// one the postings (grouped by term and document, ordered by term so that the row groups of a bulk load are
-/// term ranges that DuckDB's zone maps prune). Returns the number of terms indexed.
+/// each document is analyzed once into its postings (`mentat_postings`: its distinct terms with their
+/// frequencies, positions and the document's length) in a temporary table, then one statement writes the
+/// documents' lengths and one the postings, ordered by term so that the row groups of a bulk load are term
+/// ranges that DuckDB's zone maps prune. Returns the number of postings written.
+///
+/// Grouping each document's terms while they are at hand replaced a `GROUP BY term, e, h` over every term of the
+/// load (`mentat_tokenize` unnested with its positions): see storage/README.md "Fulltext" for the measurements.
 pub fn index(conn: &Connection, store: &StoreName, language: &str, a: &Attribute, docs: &str) -> Result<i64> {
     let post = store.table(&postings_table_name(a.entid));
     let dtab = store.table(&docs_table_name(a.entid));
     let h = doc_key_sql(a.many, "s.v");
     conn.execute_batch(&format!(
-        "CREATE OR REPLACE TEMP TABLE {TERMS} AS SELECT s.e AS e, {h} AS h, mentat_tokenize(s.v, {lang}) AS t \
+        "CREATE OR REPLACE TEMP TABLE {TERMS} AS SELECT s.e AS e, {h} AS h, mentat_postings(s.v, {lang}) AS p \
          FROM ({docs}) s",
         lang = quote_str(language)
     ))?;
-    conn.execute(&format!("INSERT INTO {dtab} SELECT e, h, len(t) FROM {TERMS}"), [])?;
+    // an empty list (a text without words) is a document of length 0
+    conn.execute(&format!("INSERT INTO {dtab} SELECT e, h, coalesce(p[1].len, 0) FROM {TERMS}"), [])?;
     let n = conn.execute(
         &format!(
-            "INSERT INTO {post} SELECT term, e, h, count(*)::INTEGER, list(pos ORDER BY pos), any_value(n) FROM \
-             (SELECT e, h, len(t)::INTEGER AS n, unnest(t) AS term, (generate_subscripts(t, 1) - 1)::INTEGER AS pos \
-             FROM {TERMS}) GROUP BY term, e, h ORDER BY term"
+            "INSERT INTO {post} SELECT u.term, e, h, u.tf, u.pos, u.len FROM \
+             (SELECT e, h, unnest(p) AS u FROM {TERMS}) ORDER BY u.term"
         ),
         [],
     )?;
