@@ -78,11 +78,11 @@ pub struct Analyzer {
     stemmer: Option<Stemmer>,
     /// The term id of each word seen before ([`Analyzer::each_term_cached`], [`Analyzer::postings_cached`]): a
     /// text's words repeat, and stemming costs more than a lookup.
-    cache: std::collections::HashMap<String, u32>,
+    cache: std::collections::HashMap<String, u32, foldhash::fast::RandomState>,
     /// The terms of those words by id; two words of one term (`dogs`, `dog`) share its id.
     terms: Vec<String>,
     /// The id of each term in `terms`.
-    ids: std::collections::HashMap<String, u32>,
+    ids: std::collections::HashMap<String, u32, foldhash::fast::RandomState>,
 }
 
 /// Words [`Analyzer::each_term_cached`] remembers before it starts afresh.
