@@ -225,6 +225,24 @@ def test_or_of_constants(db):
     assert sorted(q(db, query)) == [("bob",), ("dave",)]
 
 
+def test_or_of_one_attributes_values(db):
+    """`(or [?e :a c1] [?e :a c2] ...)` reads the attribute once, filtered by `v IN (c1, c2, ...)`
+    (planner/src/algebrize/logic.rs, `or_values`); the answers are the union's: an item tagged both :tag/a and
+    :tag/b counts once, a value that cannot be the attribute's drops out as its branch would, and the idents of a
+    ref attribute are its entities."""
+    tagged = sorted(n for n, (_, _, tags) in ITEMS.items() if ":tag/a" in tags or ":tag/b" in tags)
+    assert tagged == ["gadget", "gizmo", "widget"]
+    both = "(or [?i :item/tag :tag/a] [?i :item/tag :tag/b])"
+    assert sorted(n for (n,) in q(db, f"[:find ?n :where {both} [?i :item/name ?n]]")) == tagged
+    assert q(db, f"[:find (count ?i) . :where {both}]") == [(3,)]
+    assert q(db, f"[:find (count ?n) :with ?i :where {both} [?i :item/price ?n]]") == [(3,)]
+    assert sorted(q(db, "[:find ?n :where (or [?i :item/tag :tag/c] [?i :item/tag 5]) [?i :item/name ?n]]")) == \
+        [("doohickey",)]
+    users = "[:find ?n :where (or [?p :person/role :role/user] [?p :person/role :role/nobody]) [?p :person/name ?n]]"
+    assert sorted(q(db, users)) == [("bob",), ("carol",)]
+    assert q(db, "[:find ?n :where (or [?p :person/age \"x\"] [?p :person/age :a]) [?p :person/name ?n]]") == []
+
+
 def test_not_and_not_join(db):
     owners = {v[1] for v in ITEMS.values()}
     assert sorted(q(db, "[:find ?n :where [?p :person/name ?n] (not-join [?p] [?i :item/owner ?p])]")) == \
