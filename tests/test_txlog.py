@@ -173,19 +173,21 @@ def leave_a_log(db):
 def test_a_log_left_by_a_writer_is_applied_when_the_store_is_opened(tmp_path):
     db = tmp_path / "left.duckdb"
     leave_a_log(db)
-    # :k/id 0 gets 0, its value already (a no-op leaving only its :db/txInstant, which is written to the tables);
-    # the other nine updates are three rows each
-    assert file_rows(db) == 27, "the nine updates should have been left in the log"
+    # :k/id 0 gets 0, its value already (a no-op leaving only its :db/txInstant, logged like any other); the other
+    # nine updates are three rows each
+    assert file_rows(db) == 28, "the ten updates should have been left in the log"
     # read-only (in a process of its own: mentat keeps a database it loaded into open), the log cannot be
     # applied: the store refuses to open rather than answer without it
     ro = subprocess.run([sys.executable, "-c", READ_ONLY, str(db), str(EXT)], capture_output=True, text=True,
                         timeout=300)
-    assert "transaction log holds 27 datoms not yet applied" in ro.stdout, (ro.stdout, ro.stderr)
+    assert "transaction log holds 28 datoms not yet applied" in ro.stdout, (ro.stdout, ro.stderr)
     con = connect_with(db, **KEEP)
     assert sorted(q(con, "[:find ?i ?n :where [?e :k/id ?i] [?e :k/n ?n]]")) == [(i, i * 10) for i in range(10)]
     assert log_rows(con) == 0
     # the next transaction gets the next tx entid: the applied log's transactions count
     txs = [t for (t,) in q(con, "[:find ?tx :where [?tx :db/txInstant]]")]
+    # the ten updates' transactions, the no-op's among them, each with its :db/txInstant
+    assert sorted(txs)[-10:] == list(range(max(txs) - 9, max(txs) + 1))
     assert transact(con, "[[:db/add [:k/id 1] :k/n 5]]")["tx"] == max(txs) + 1
 
 
@@ -194,7 +196,7 @@ def test_a_log_file_left_beside_a_replaced_database_is_never_applied_to_the_new_
     same name meets its predecessor's records, which belong to another store, and ignores them."""
     db = tmp_path / "again.duckdb"
     leave_a_log(db)
-    assert file_rows(db) == 27
+    assert file_rows(db) == 28
     for f in (db, pathlib.Path(f"{db}.wal")):
         f.unlink(missing_ok=True)
     con = connect_with(db, **KEEP)

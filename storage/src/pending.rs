@@ -406,8 +406,10 @@ impl Pending {
             store.index.want(unheld);
         }
         let within = store.log.rows() + n <= settings.max_rows;
-        // a group of nothing but :db/txInstant datoms (empty transactions) gains nothing from the log
-        if loggable && within && !attrs.is_empty() && crate::txlog::prepare(conn, store)? {
+        // a group of nothing but :db/txInstant datoms (transactions whose every datom was already true) is logged
+        // too: written to the tables, a single one cost a DuckDB COMMIT of the txInstant datom (0.7 to 1.0 ms in all)
+        // where the log's append and sync cost 0.5 to 0.6 ms (MENTAT_TRACE, single-datom updates from Python)
+        if loggable && within && n > 0 && crate::txlog::prepare(conn, store)? {
             let mut rows: Vec<crate::logfile::LogRow> = Vec::with_capacity(n);
             for (k, (_, a)) in unwritten.iter().enumerate() {
                 let tx = a.report.tx;
