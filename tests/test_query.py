@@ -241,6 +241,20 @@ def test_or_of_one_attributes_values(db):
     users = "[:find ?n :where (or [?p :person/role :role/user] [?p :person/role :role/nobody]) [?p :person/name ?n]]"
     assert sorted(q(db, users)) == [("bob",), ("carol",)]
     assert q(db, "[:find ?n :where (or [?p :person/age \"x\"] [?p :person/age :a]) [?p :person/name ?n]]") == []
+    # the same answers as the union an or-join of the same branches still compiles to (lookup refs, instants,
+    # a ref attribute's entids, a cardinality-many attribute counted with :with)
+    for branches, rest in [
+        ('[?p :person/manager [:person/name "alice"]] [?p :person/manager [:person/name "bob"]]', "[?p :person/name ?n]"),
+        ('[?p :person/born #inst "1990-01-01"] [?p :person/born #inst "2000-12-31T23:59:59.000-00:00"]',
+         "[?p :person/name ?n]"),
+        ("[?p :person/friend [:person/name \"alice\"]] [?p :person/friend [:person/name \"carol\"]]",
+         "[?p :person/name ?n]"),
+        ("[?p :person/nick \"al\"] [?p :person/nick \"ally\"] [?p :person/nick \"bobby\"]", "[?p :person/age ?n]"),
+    ]:
+        for find in ["?n", "(count ?n) :with ?p"]:
+            merged = q(db, f"[:find {find} :where (or {branches}) {rest}]")
+            union = q(db, f"[:find {find} :where (or-join [?p] {branches}) {rest}]")
+            assert sorted(merged) == sorted(union) and union, (branches, find, merged, union)
 
 
 def test_not_and_not_join(db):
