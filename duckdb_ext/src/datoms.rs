@@ -54,6 +54,10 @@ unsafe fn component(instance: &Instance, info: ffi::duckdb_bind_info, name: &CSt
         c => Ok(c),
     };
     ffi::duckdb_destroy_value(&mut v);
+    // a text component is read as EDN (an ident, a lookup ref): nested too deep it would overflow the reader's stack
+    if let Ok(Constant::String(text)) = &c {
+        crate::nesting::check(text, &format!("mentat_datoms: {}", name.to_string_lossy()))?;
+    }
     c.map(Some)
 }
 
