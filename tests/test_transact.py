@@ -185,6 +185,36 @@ def test_nested_maps(db):
     fails(db, '[[:db/add "d" :issue/assignee {:user/email "z@z"}]]', "nested map")
 
 
+def test_a_large_transaction_read_on_all_cores_is_the_one_read_in_order(db):
+    """A transaction of 16 KB or more is read in runs of whole forms on several threads, and 128 forms or more are
+    turned into datoms by a builder per run: the maps' own entities (nested maps, numbered per run) must still be
+    one entity each, every datom written once, and a bad form found wherever it is, named, with nothing written."""
+    def issue(i):
+        # brackets and a quote inside strings, a comment: the runs are cut only between whole forms
+        return (f'{{:db/id "i{i}" :issue/title "T{i} [x] {{y}} \\" \\"q\\"" '
+                f':issue/comment [{{:comment/text "c{i}a"}} {{:comment/text "c{i}b ]"}}]}} ; issue {i} ]\n')
+    n = 400
+    text = "[" + "".join(issue(i) for i in range(n)) + "]"
+    assert len(text) > 16 * 1024
+    r = transact(db, text)
+    assert r["datoms"] == n * 5 + 1
+    assert sorted(r["tempids"]) == sorted(f"i{i}" for i in range(n))
+    titles = dict(cur(db, ":issue/title"))
+    assert sorted(titles.values()) == sorted(f'T{i} [x] {{y}} " "q"' for i in range(n))
+    comments = cur(db, ":issue/comment")
+    texts = dict(cur(db, ":comment/text"))
+    assert len(comments) == 2 * n and len(set(c for _, c in comments)) == 2 * n  # one entity per nested map
+    for i in range(n):
+        e = r["tempids"][f"i{i}"]
+        assert sorted(texts[c] for p, c in comments if p == e) == [f"c{i}a", f"c{i}b ]"]
+    before = (len(cur(db, ":issue/title")), len(cur(db, ":comment/text")))
+    # an unknown attribute in the 351st form, and a reader error near the end: each fails the whole transaction
+    bad = "[" + "".join(issue(i) if i != 350 else '{:issue/title "bad" :no/such 1} ' for i in range(n)) + "]"
+    fails(db, bad, ":no/such", '{:issue/title "bad" :no/such 1}')
+    fails(db, text[:-200] + ' {:issue/title "open} ]', "EDN")
+    assert (len(cur(db, ":issue/title")), len(cur(db, ":comment/text"))) == before
+
+
 def test_vectors_are_cardinality_many_values(db):
     r = transact(db, '[{:db/id "u" :user/tags [:a :b] :user/friend ["f1" "f2"]} '
                      '{:db/id "f1" :user/name "F1"} {:db/id "f2" :user/name "F2"} {:db/id "u" :user/tags #{:c}}]')

@@ -323,6 +323,78 @@ pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext>
     }
 }
 
+/// The elements of the top-level vector or list that `text` holds, cut into at most `parts` runs of whole
+/// elements (each run the text between the outer brackets, without them), for reading a large transaction on
+/// several threads: reading `[run]` for each run and joining the elements gives what reading `text` gives.
+/// A run ends only right after a closing bracket that brings the depth back to the outer form's, so a tagged
+/// element (`#inst "..."`) or a map never straddles two runs. None when `text` is not one bracketed form, holds a
+/// `#_` discard (which may join elements of two runs), or has unbalanced brackets or an unterminated string:
+/// the caller then reads the whole text, and its errors are the reader's own. Strings, character literals
+/// (`\]`, `\"`) and `;` comments are skipped as the EDN spec defines them.
+pub fn split_forms(text: &str, parts: usize) -> Option<Vec<&str>> {
+    let b = text.as_bytes();
+    let skip_blank = |mut i: usize| {
+        while i < b.len() {
+            match b[i] {
+                b' ' | b'\t' | b'\n' | b'\r' | b',' => i += 1,
+                b';' => {
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        i
+    };
+    let open = skip_blank(0);
+    if !matches!(b.get(open), Some(b'[' | b'(')) {
+        return None;
+    }
+    let start = open + 1;
+    let target = (b.len() / parts.max(1)).max(1);
+    let (mut runs, mut run_start, mut depth, mut i) = (Vec::new(), start, 1usize, start);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if i >= b.len() {
+                    return None;
+                }
+            }
+            b'\\' => i += 1,
+            b';' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'#' if b.get(i + 1) == Some(&b'_') => return None,
+            b'[' | b'(' | b'{' => depth += 1,
+            b']' | b')' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    // the outer form ends here: nothing but blanks may follow
+                    if skip_blank(i + 1) != b.len() {
+                        return None;
+                    }
+                    runs.push(&text[run_start..i]);
+                    return Some(runs);
+                }
+                if depth == 1 && i + 1 - run_start >= target && runs.len() + 1 < parts {
+                    runs.push(&text[run_start..i + 1]);
+                    run_start = i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Whether a `\u` or `\o` in `text` has a non-ASCII byte among the 4 bytes after it, which edn-format's reader
 /// of character literals would slice inside.
 fn unicode_after_escape(text: &str) -> bool {
@@ -932,6 +1004,42 @@ pub fn symbol(name: &str) -> Value {
 mod tests {
     /// The EDN spec: "`:` and `#` are allowed as constituent characters in symbols other than as the first
     /// character"; a keyword is `:` and a symbol.
+    /// Reading the runs of [`split_forms`] one by one and joining their elements gives what reading the whole
+    /// text gives (the reader itself is the independent source), for every number of runs.
+    #[test]
+    fn split_forms_runs_read_as_the_whole() {
+        let texts = [
+            "[{:a/b \"x]\" :a/c [:u/e \"}\"]} [:db/add 1 :a/d \\]] ; a ] comment\n {:a/t #inst \"2020-01-01\"} (x) #{1 2}]",
+            "  ( [:db/add \"t\" :a/s \"q\\\"]\"] {:a 1} [:db/retract 2 :a/n 3.5] {:n {:m {:k [1 2 3]}}} )  ; end\n",
+            "[[:db/add 1 :a/c \\(] [:db/add 2 :a/c \\newline] {:a/s \"é]ü\"} {:a/s \"\\\\\"} [:db/add 3 :a/s \"\\\\]\"]]",
+            "[]",
+            "[ {:a 1} ]",
+        ];
+        for text in texts {
+            let whole = match read_edn(text).unwrap() {
+                Value::Vector(v) | Value::List(v) => v,
+                other => panic!("{other:?}"),
+            };
+            for parts in 1..8 {
+                let runs = split_forms(text, parts).unwrap_or_else(|| panic!("{text} splits"));
+                assert!(runs.len() <= parts);
+                let mut joined = Vec::new();
+                for r in &runs {
+                    match read_edn(&format!("[{r}]")).unwrap() {
+                        Value::Vector(v) => joined.extend(v),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                assert_eq!(joined, whole, "{text} in {parts} parts: {runs:?}");
+            }
+        }
+        assert_eq!(split_forms("[{:a 1} {:b 2} {:c 3} {:d 4}]", 4).unwrap().len(), 4);
+        // not split: a discard, text after the form, unbalanced brackets, an open string, not a vector
+        for bad in ["[{:a 1} #_ {:b 2} {:c 3}]", "[{:a 1}] {:b 2}]", "[{:a 1}", "[{:a \"1}]", "{:a 1}", "7"] {
+            assert_eq!(split_forms(bad, 3), None, "{bad}");
+        }
+    }
+
     #[test]
     fn hash_and_colon_continue_symbols_and_keywords() {
         use super::read_edn as r;

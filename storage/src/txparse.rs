@@ -102,6 +102,38 @@ impl Term {
         }))
     }
 
+    /// Adds `by` to the number of every internal tempid the term names (a run of forms read by its own builder,
+    /// placed after runs that made `by` of them).
+    fn shift_internal(&mut self, by: u64) {
+        if by == 0 {
+            return;
+        }
+        fn entity(e: &mut EntityPlace, by: u64) {
+            if let EntityPlace::TempId(TempId::Internal(n)) = e {
+                *n += by;
+            }
+        }
+        fn value(v: &mut ValuePlace, by: u64) {
+            match v {
+                ValuePlace::Scalar(_) => {}
+                ValuePlace::Entity(e) => entity(e, by),
+                ValuePlace::Tuple(items) => items.iter_mut().flatten().for_each(|v| value(v, by)),
+            }
+        }
+        match self {
+            Term::Add { e, v, .. } | Term::Retract { e, v, .. } => {
+                entity(e, by);
+                value(v, by);
+            }
+            Term::RetractAttribute { e, .. } | Term::RetractEntity { e, .. } => entity(e, by),
+            Term::Cas { e, old, new, .. } => {
+                entity(e, by);
+                old.iter_mut().for_each(|v| value(v, by));
+                value(new, by);
+            }
+        }
+    }
+
     /// The EDN text of the top-level form the term came from.
     pub fn form(&self) -> &str {
         match self {
@@ -114,8 +146,33 @@ impl Term {
     }
 }
 
-/// Parses EDN text into the top-level vector of transaction forms.
+/// EDN bytes of one transaction past which its text is read on all cores (runs of whole forms, see
+/// [`planner::parse::split_forms`]); below it a pool hand-off costs more than it saves.
+pub const PARALLEL_READ_BYTES: usize = 16 * 1024;
+
+/// Top-level forms of one transaction past which its terms are built on all cores ([`parse_forms`]).
+pub const PARALLEL_TERM_FORMS: usize = 128;
+
+/// Parses EDN text into the top-level vector of transaction forms. A text of [`PARALLEL_READ_BYTES`] or more is
+/// read on all cores (rayon), in runs of whole forms; when a run fails to read, the whole text is read again
+/// on one thread, so that errors are those of reading the text as written.
 pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
+    let threads = rayon::current_num_threads();
+    if text.len() >= PARALLEL_READ_BYTES && threads > 1 {
+        if let Some(runs) = planner::parse::split_forms(text, threads * 2) {
+            use rayon::prelude::*;
+            let read: Vec<Option<Vec<Edn>>> = runs
+                .par_iter()
+                .map(|run| match planner::parse::read_edn(&format!("[{run}]")) {
+                    Ok(Edn::Vector(items)) => Some(items),
+                    _ => None,
+                })
+                .collect();
+            if read.iter().all(Option::is_some) {
+                return Ok(read.into_iter().flatten().flatten().collect());
+            }
+        }
+    }
     let v = planner::parse::read_edn(text).map_err(|e| StorageError::edn(text, &e))?;
     match v {
         Edn::Vector(items) | Edn::List(items) => Ok(items),
@@ -369,8 +426,8 @@ impl<'s> TermBuilder<'s> {
     }
 
     fn lookup_ref(&self, a: &Edn, v: &Edn, whole: &Edn) -> Result<EntityPlace> {
-        let text = edn_format::emit_str(whole);
-        let err = |reason: String| StorageError::LookupRef { lookup_ref: text.clone(), reason };
+        // the lookup ref's text only for errors (written for each of a bulk load's lookup refs, it cost ~2% of it)
+        let err = |reason: String| StorageError::LookupRef { lookup_ref: edn_format::emit_str(whole), reason };
         let attr = match a {
             Edn::Keyword(k) => self.schema.attribute_by_ident(&k.to_string()),
             Edn::Integer(e) => self.schema.attribute(*e),
@@ -381,7 +438,7 @@ impl<'s> TermBuilder<'s> {
             return Err(err(format!("{} is not :db/unique", attr.ident)));
         }
         let val = if let Some(spec) = &attr.tuple {
-            let place = self.tuple_value(attr, spec, v, &text, true)?;
+            let place = self.tuple_value(attr, spec, v, &edn_format::emit_str(whole), true)?;
             let ValuePlace::Tuple(items) = place else { unreachable!("tuple_value gives tuples") };
             let items = items
                 .into_iter()
@@ -399,7 +456,7 @@ impl<'s> TermBuilder<'s> {
                 _ => return Err(err("a lookup ref on a ref attribute takes an entid".into())),
             }
         } else {
-            scalar_from_edn(v, attr, &text).map_err(|_| {
+            scalar_from_edn(v, attr, "").map_err(|_| {
                 err(format!(
                     "{} does not match {} of type {}",
                     edn_format::emit_str(v),
@@ -533,8 +590,41 @@ pub fn parse_tx(text: &str, schema: &Schema) -> Result<Vec<Term>> {
     parse_forms(&parse_edn(text)?, schema)
 }
 
-/// Turns the top-level forms of a transaction into terms.
+/// Turns the top-level forms of a transaction into terms. [`PARALLEL_TERM_FORMS`] forms or more are turned on all
+/// cores (rayon), in runs of forms with a builder each: the maps' internal tempids are numbered per run and then
+/// shifted by the runs before, so the terms are those of one builder reading the forms in order, and the error
+/// is the first form's that fails, as in order. A run that declares an ident (`:db/ident` in a map form, which a
+/// later form's tuple may name) makes the forms be read again by one builder.
 pub fn parse_forms(forms: &[Edn], schema: &Schema) -> Result<Vec<Term>> {
+    let threads = rayon::current_num_threads();
+    if forms.len() >= PARALLEL_TERM_FORMS && threads > 1 {
+        use rayon::prelude::*;
+        let size = forms.len().div_ceil(threads * 2);
+        let runs: Vec<Result<TermBuilder>> = forms
+            .par_chunks(size)
+            .map(|run| {
+                let mut b = TermBuilder::new(schema);
+                for f in run {
+                    b.add_form(f)?;
+                }
+                Ok(b)
+            })
+            .collect();
+        let declares = runs.iter().any(|r| r.as_ref().is_ok_and(|b| !b.declared.is_empty()));
+        if !declares {
+            let mut terms = Vec::with_capacity(runs.iter().map(|r| r.as_ref().map_or(0, |b| b.terms.len())).sum());
+            let mut shift = 0;
+            for run in runs {
+                let b = run?;
+                terms.extend(b.terms.into_iter().map(|mut t| {
+                    t.shift_internal(shift);
+                    t
+                }));
+                shift += b.next_internal;
+            }
+            return Ok(terms);
+        }
+    }
     let mut b = TermBuilder::new(schema);
     for f in forms {
         b.add_form(f)?;
