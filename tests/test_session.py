@@ -115,6 +115,42 @@ def test_instants_printed_as_text_follow_the_session(con):
             datetime.datetime(2024, 3, 1, 0, 30, tzinfo=datetime.timezone.utc)
 
 
+def test_large_and_small_transactions_store_values_as_written_in_any_time_zone(con):
+    """A transaction of more than 16 datoms appends its assertions straight into the attribute tables (instants as
+    UTC microseconds), a small one writes them with statements; under a session zone far from UTC both store
+    what the EDN says. Expected values are computed here from the literals."""
+    transact(con, """[{:db/ident :z/k :db/valueType :db.type/string :db/cardinality :db.cardinality/one
+                       :db/unique :db.unique/identity}
+                      {:db/ident :z/at :db/valueType :db.type/instant :db/cardinality :db.cardinality/one}
+                      {:db/ident :z/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+                      {:db/ident :z/x :db/valueType :db.type/double :db/cardinality :db.cardinality/one}
+                      {:db/ident :z/b :db/valueType :db.type/boolean :db/cardinality :db.cardinality/one}
+                      {:db/ident :z/kw :db/valueType :db.type/keyword :db/cardinality :db.cardinality/one}
+                      {:db/ident :z/r :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]""")
+    con.execute("SET TimeZone = 'Pacific/Kiritimati'").fetchall()  # UTC+14
+    base = datetime.datetime(2024, 3, 1, 0, 30, tzinfo=datetime.timezone.utc)
+
+    def entity(i):
+        at = (base + datetime.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # a tempid of the same transaction, or (the small one) a lookup ref to an entity of the large one
+        ref = "" if i == 0 else f' :z/r "t{i - 1}"' if i < 40 else ' :z/r [:z/k "k39"]'
+        return (f'{{:db/id "t{i}" :z/k "k{i}" :z/at #inst "{at}" :z/n {i * 7 - 100} :z/x {i}.5 :z/b {str(i % 2 == 0).lower()} '
+                f':z/kw :kw/v{i}{ref}}}')
+
+    big = transact(con, "[" + " ".join(entity(i) for i in range(40)) + "]")
+    assert big["datoms"] == 40 * 6 + 39 + 1
+    small = transact(con, "[" + entity(40) + "]")
+    assert small["datoms"] == 7 + 1
+    con.execute("SET TimeZone = 'UTC'").fetchall()
+    got = sorted(q(con, "[:find ?k ?at ?n ?x ?b ?kw :where [?e :z/k ?k] [?e :z/at ?at] [?e :z/n ?n] [?e :z/x ?x] "
+                        "[?e :z/b ?b] [?e :z/kw ?kw]]"))
+    want = sorted((f"k{i}", base + datetime.timedelta(minutes=i), i * 7 - 100, i + 0.5, i % 2 == 0, f":kw/v{i}")
+                  for i in range(41))
+    assert got == want
+    refs = q(con, "[:find ?k ?p :where [?e :z/r ?f] [?e :z/k ?k] [?f :z/k ?p]]")
+    assert sorted(refs) == sorted((f"k{i}", f"k{i - 1}") for i in range(1, 41))
+
+
 # ---------------------------------------------------------------------------------------------- interrupts
 
 SLOW = ("[:find (count ?a) :where [?a :f/g ?g] [?b :f/g ?g] [?a :f/n ?x] [?b :f/n ?y] [(< ?x ?y)]]")

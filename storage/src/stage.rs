@@ -331,3 +331,120 @@ pub fn append<'a>(
     app.flush()?;
     Ok(n)
 }
+
+/// Whether [`append_current`] writes asserted datoms of an attribute of this type straight into its current
+/// table (its column type has an Arrow type DuckDB's appender takes as it is); the other types go through the
+/// staging table and SQL casts ([`to_store`]).
+pub fn appends_directly(a: &Attribute) -> bool {
+    a.tuple.is_none()
+        && matches!(
+            a.value_type,
+            ValueType::Ref
+                | ValueType::Long
+                | ValueType::Keyword
+                | ValueType::String
+                | ValueType::Uri
+                | ValueType::Symbol
+                | ValueType::Double
+                | ValueType::Boolean
+                | ValueType::Instant
+                | ValueType::Bytes
+        )
+}
+
+/// Appends asserted datoms `(e, v, tx)` of the attribute `a` (one [`appends_directly`] takes) to its current table
+/// in `store` with DuckDB's appender, as one Arrow record batch of the table's own column types (`e BIGINT, v
+/// <type>, tx BIGINT`; an instant as microseconds since the epoch in UTC, DuckDB's TIMESTAMPTZ): no staging table
+/// and no `INSERT ... SELECT`. A value of another type than the attribute's is an error (the transactor has
+/// checked them).
+pub fn append_current(
+    conn: &Connection,
+    store: &planner::layout::StoreName,
+    a: &Attribute,
+    rows: &[(i64, &Val, i64)],
+) -> Result<()> {
+    use duckdb::arrow::array::{
+        ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampMicrosecondArray,
+    };
+    use duckdb::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use duckdb::arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+
+    let mismatch = |v: &Val| crate::StorageError::Store(format!("{v:?} is not a value of {}", a.ident));
+    let longs = |f: fn(&Val) -> Option<i64>| -> Result<Vec<i64>> {
+        rows.iter().map(|(_, v, _)| f(v).ok_or_else(|| mismatch(v))).collect()
+    };
+    let (v, data_type): (ArrayRef, DataType) = match a.value_type {
+        ValueType::Ref | ValueType::Long => {
+            let xs = longs(|v| match v {
+                Val::Ref(x) | Val::Long(x) => Some(*x),
+                _ => None,
+            })?;
+            let mut b = Int64Builder::with_capacity(xs.len());
+            b.append_slice(&xs);
+            (Arc::new(b.finish()), DataType::Int64)
+        }
+        ValueType::Instant => {
+            let xs = longs(|v| match v {
+                Val::Instant(x) => Some(*x),
+                _ => None,
+            })?;
+            let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+            (Arc::new(TimestampMicrosecondArray::from(xs).with_timezone("UTC")), utc)
+        }
+        ValueType::Double => {
+            let mut b = Float64Builder::with_capacity(rows.len());
+            for (_, v, _) in rows {
+                let Val::Double(x) = v else { return Err(mismatch(v)) };
+                b.append_value(*x);
+            }
+            (Arc::new(b.finish()), DataType::Float64)
+        }
+        ValueType::Boolean => {
+            let mut b = BooleanBuilder::with_capacity(rows.len());
+            for (_, v, _) in rows {
+                let Val::Bool(x) = v else { return Err(mismatch(v)) };
+                b.append_value(*x);
+            }
+            (Arc::new(b.finish()), DataType::Boolean)
+        }
+        ValueType::Bytes => {
+            let mut b = BinaryBuilder::new();
+            for (_, v, _) in rows {
+                let Val::Bytes(x) = v else { return Err(mismatch(v)) };
+                b.append_value(x);
+            }
+            (Arc::new(b.finish()), DataType::Binary)
+        }
+        _ if appends_directly(a) => {
+            let mut b = StringBuilder::new();
+            for (_, v, _) in rows {
+                let Val::Str(x) = v else { return Err(mismatch(v)) };
+                b.append_value(x);
+            }
+            (Arc::new(b.finish()), DataType::Utf8)
+        }
+        _ => return Err(crate::StorageError::Store(format!("{} is not appended directly", a.ident))),
+    };
+    let mut e = Int64Builder::with_capacity(rows.len());
+    let mut tx = Int64Builder::with_capacity(rows.len());
+    for (re, _, rtx) in rows {
+        e.append_value(*re);
+        tx.append_value(*rtx);
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("e", DataType::Int64, false),
+        Field::new("v", data_type, false),
+        Field::new("tx", DataType::Int64, false),
+    ]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(e.finish()), v, Arc::new(tx.finish())])
+        .map_err(|err| crate::StorageError::Store(format!("datoms batch: {err}")))?;
+    let table = planner::layout::current_table_name(a.entid);
+    let mut app = match &store.catalog {
+        None => conn.appender_to_db(&table, &store.schema)?,
+        Some(catalog) => conn.appender_to_catalog_and_db(&table, catalog, &store.schema)?,
+    };
+    app.append_record_batch(batch)?;
+    app.flush()?;
+    Ok(())
+}

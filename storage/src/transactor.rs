@@ -1133,12 +1133,23 @@ pub(crate) fn write_datoms<'d>(
         }
         return crate::fulltext::maintain(conn, store, schema, fadds.map(|(d, _)| d), fretracts.map(|(d, _, _)| d));
     }
-    let added: BTreeSet<Entid> = adds.clone().map(|(d, _)| d.1).collect();
+    // Assertions of most value types go straight into their current tables through the appender, one batch per
+    // attribute, after the staged retractions (a bulk load of 500 issues: the staging table's fill, 4.5 ms, and
+    // eight INSERT ... SELECTs, 0.8 to 1.5 ms each, against 0.5 to 0.9 ms per appended table; storage/README.md)
+    let direct_attr = |a: Entid| stage::appends_directly(value_type(a));
+    let mut direct: BTreeMap<Entid, Vec<(Entid, &Val, Entid)>> = BTreeMap::new();
+    for ((e, a, v), tx) in adds.clone().filter(|(d, _)| direct_attr(d.1)) {
+        direct.entry(*a).or_default().push((*e, v, tx));
+    }
+    let staged_adds = adds.filter(|(d, _)| !direct_attr(d.1));
+    let added: BTreeSet<Entid> = staged_adds.clone().map(|(d, _)| d.1).collect();
     let removed: BTreeSet<Entid> = retracts.clone().map(|(d, _, _)| d.1).collect();
-    let rows = adds
+    let rows = staged_adds
         .map(|((e, a, v), tx)| (*a, *e, Some(v), true, tx, 0))
         .chain(retracts.map(|((e, a, v), asserted, tx)| (*a, *e, Some(v), false, asserted, tx)));
-    stage::fill(conn, STAGE, rows)?;
+    if !added.is_empty() || !removed.is_empty() {
+        stage::fill(conn, STAGE, rows)?;
+    }
     for a in &removed {
         let v = to_store(value_type(*a), "s");
         let (cur, hist) = (store.current(*a), store.history(*a));
@@ -1160,6 +1171,9 @@ pub(crate) fn write_datoms<'d>(
             ),
             &[],
         )?;
+    }
+    for (a, rows) in &direct {
+        stage::append_current(conn, store, value_type(*a), rows)?;
     }
     crate::fulltext::maintain(conn, store, schema, fadds.map(|(d, _)| d), fretracts.map(|(d, _, _)| d))
 }
