@@ -111,6 +111,9 @@ def test_tokenizer_sql_function(con):
     assert rows(con, "SELECT mentat_tokenize(NULL)")[0][0] is None
     with pytest.raises(Exception, match="klingon"):
         rows(con, "SELECT mentat_tokenize('x', 'klingon')")
+    # a NULL text is NULL, whatever the language (SQL's rule for a NULL argument); the language is not read
+    for f in ("mentat_tokenize", "mentat_postings"):
+        assert rows(con, f"SELECT {f}(t, 'klingon') FROM (VALUES (NULL::VARCHAR)) v(t)") == [(None,)]
 
 
 def test_postings_sql_function(con):

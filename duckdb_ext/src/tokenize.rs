@@ -114,7 +114,12 @@ unsafe fn fill_postings(
     let mut spans: Vec<Option<(u64, u64)>> = Vec::with_capacity(rows);
     let mut doc = Postings::default();
     for row in 0..rows {
-        let (Some(t), Some(i)) = (text(texts, row), analyzer_of(analyzers, langs, row)?) else {
+        // a NULL text is NULL whatever the language names (the language is not read for it)
+        let Some(t) = text(texts, row) else {
+            spans.push(None);
+            continue;
+        };
+        let Some(i) = analyzer_of(analyzers, langs, row)? else {
             spans.push(None);
             continue;
         };
@@ -171,7 +176,12 @@ unsafe fn fill_terms(
     let mut spans: Vec<Option<(u64, u64)>> = Vec::with_capacity(rows);
     let mut failed = None;
     for row in 0..rows {
-        let (Some(t), Some(i)) = (text(texts, row), analyzer_of(analyzers, langs, row)?) else {
+        // a NULL text is NULL whatever the language names (the language is not read for it)
+        let Some(t) = text(texts, row) else {
+            spans.push(None);
+            continue;
+        };
+        let Some(i) = analyzer_of(analyzers, langs, row)? else {
             spans.push(None);
             continue;
         };
