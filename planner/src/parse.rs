@@ -425,33 +425,48 @@ pub fn hide_constituents(text: &str) -> Option<String> {
     if !maybe || text.contains([HIDDEN_HASH, HIDDEN_COLON]) {
         return None;
     }
-    let mut out = String::with_capacity(text.len() + 16);
-    let (mut atom, mut lead, mut prev, mut changed) = (0usize, ' ', ' ', false);
-    let mut it = text.chars();
-    while let Some(c) = it.next() {
+    // the copy starts at the first stand-in (a bulk transaction's `#inst` times pass the check above and usually
+    // hold none): until then strings, comments and atoms are only stepped over
+    let mut out: Option<String> = None;
+    let push = |out: &mut Option<String>, c: char| {
+        if let Some(o) = out {
+            o.push(c);
+        }
+    };
+    let (mut atom, mut lead, mut prev) = (0usize, ' ', ' ');
+    let mut it = text.char_indices();
+    while let Some((i, c)) = it.next() {
         match c {
             '#' | ':' if atom > 0 && prev != '/' && !(atom == 1 && lead == ':') => {
-                out.push(if c == '#' { HIDDEN_HASH } else { HIDDEN_COLON });
-                changed = true;
+                let o = out.get_or_insert_with(|| {
+                    let mut o = String::with_capacity(text.len() + 16);
+                    o.push_str(&text[..i]);
+                    o
+                });
+                o.push(if c == '#' { HIDDEN_HASH } else { HIDDEN_COLON });
                 atom += 1;
             }
             '"' => {
-                out.push(c);
+                push(&mut out, c);
                 atom = 0;
-                while let Some(c) = it.next() {
-                    out.push(c);
+                while let Some((_, c)) = it.next() {
+                    push(&mut out, c);
                     match c {
-                        '\\' => out.extend(it.next()),
+                        '\\' => {
+                            if let Some((_, e)) = it.next() {
+                                push(&mut out, e);
+                            }
+                        }
                         '"' => break,
                         _ => {}
                     }
                 }
             }
             ';' => {
-                out.push(c);
+                push(&mut out, c);
                 atom = 0;
-                for c in it.by_ref() {
-                    out.push(c);
+                for (_, c) in it.by_ref() {
+                    push(&mut out, c);
                     if c == '\n' {
                         break;
                     }
@@ -459,12 +474,14 @@ pub fn hide_constituents(text: &str) -> Option<String> {
             }
             '\\' => {
                 // a character literal: `\#`, `\:`, `\newline`; what follows it does not continue an atom
-                out.push(c);
-                out.extend(it.next());
+                push(&mut out, c);
+                if let Some((_, e)) = it.next() {
+                    push(&mut out, e);
+                }
                 atom = 0;
             }
             '#' => {
-                out.push(c);
+                push(&mut out, c);
                 atom = 0;
             }
             c if constituent(c) => {
@@ -472,16 +489,16 @@ pub fn hide_constituents(text: &str) -> Option<String> {
                     lead = c;
                 }
                 atom += 1;
-                out.push(c);
+                push(&mut out, c);
             }
             c => {
-                out.push(c);
+                push(&mut out, c);
                 atom = 0;
             }
         }
         prev = c;
     }
-    changed.then_some(out)
+    out
 }
 
 /// `v` with the stand-ins of [`hide_constituents`] in its symbols and keywords turned back into `#` and `:`.
@@ -522,18 +539,24 @@ pub fn complete_insts(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("#inst") {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 32);
+    // the copy starts at the first literal that changes (a bulk transaction's instants are usually complete)
+    let mut out: Option<String> = None;
+    let push = |out: &mut Option<String>, c: char| {
+        if let Some(o) = out {
+            o.push(c);
+        }
+    };
     let mut it = text.char_indices().peekable();
     while let Some((i, c)) = it.next() {
         match c {
             '"' => {
-                out.push(c);
+                push(&mut out, c);
                 while let Some((_, c)) = it.next() {
-                    out.push(c);
+                    push(&mut out, c);
                     match c {
                         '\\' => {
                             if let Some((_, e)) = it.next() {
-                                out.push(e);
+                                push(&mut out, e);
                             }
                         }
                         '"' => break,
@@ -542,18 +565,18 @@ pub fn complete_insts(text: &str) -> std::borrow::Cow<'_, str> {
                 }
             }
             ';' => {
-                out.push(c);
+                push(&mut out, c);
                 for (_, c) in it.by_ref() {
-                    out.push(c);
+                    push(&mut out, c);
                     if c == '\n' {
                         break;
                     }
                 }
             }
             '\\' => {
-                out.push(c);
+                push(&mut out, c);
                 if let Some((_, e)) = it.next() {
-                    out.push(e);
+                    push(&mut out, e);
                 }
             }
             '#' if text[i..].starts_with("#inst") => {
@@ -564,21 +587,33 @@ pub fn complete_insts(text: &str) -> std::borrow::Cow<'_, str> {
                 let end = lit.strip_prefix('"').and_then(|l| l.find(['"', '\\']).filter(|&e| l[e..].starts_with('"')));
                 match end.and_then(|e| full_instant(&lit[1..1 + e]).map(|full| (e, full))) {
                     Some((e, full)) => {
-                        out.push_str("#inst \"");
-                        out.push_str(&full);
-                        out.push('"');
                         let consumed = i + 5 + skip + e + 2;
+                        let written = &text[i..consumed];
+                        let same = written.len() == full.len() + 8
+                            && written.starts_with("#inst \"")
+                            && written[7..7 + full.len()] == full[..];
+                        if out.is_none() && !same {
+                            out = Some(String::with_capacity(text.len() + 32) + &text[..i]);
+                        }
+                        if let Some(o) = out.as_mut() {
+                            o.push_str("#inst \"");
+                            o.push_str(&full);
+                            o.push('"');
+                        }
                         while it.peek().is_some_and(|(j, _)| *j < consumed) {
                             it.next();
                         }
                     }
-                    None => out.push(c),
+                    None => push(&mut out, c),
                 }
             }
-            _ => out.push(c),
+            _ => push(&mut out, c),
         }
     }
-    std::borrow::Cow::Owned(out)
+    match out {
+        Some(o) => std::borrow::Cow::Owned(o),
+        None => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// `yyyy[-mm[-dd[Thh[:mm[:ss[.fff]]]]]][Z|(+|-)hh:mm]` as RFC 3339 with every part; None when `s` is already
@@ -1099,6 +1134,16 @@ mod tests {
         }
         // a character literal \" is not the start of a string
         assert_eq!(c(r#"[\" #inst "2021"]"#), r#"[\" #inst "2021-01-01T00:00:00Z"]"#);
+        // the text is copied from the first literal that changes, and not at all when none does
+        assert_eq!(
+            c(r#"[#inst "2021-03-04T10:30:05Z" "é" #inst "2021"]"#),
+            r#"[#inst "2021-03-04T10:30:05Z" "é" #inst "2021-01-01T00:00:00Z"]"#
+        );
+        assert!(matches!(c(r#"[#inst "2021-03-04T10:30:05Z" {:a "16:29"}]"#), std::borrow::Cow::Borrowed(_)));
+        // a `:` inside a string is no constituent; a later one in a keyword is, and the text before it is kept
+        assert_eq!(super::hide_constituents(r#"["16:29" :a/b]"#), None);
+        let v = super::read_edn(r#"["16:29" "é" :a#b]"#).unwrap();
+        assert_eq!(edn_format::emit_str(&v), r#"["16:29" "é" :a#b]"#);
         let v = super::read_edn(r#"[#inst "2021-01-01" "x"]"#).unwrap();
         assert_eq!(edn_format::emit_str(&v), r#"[#inst "2021-01-01T00:00:00+00:00" "x"]"#);
     }
