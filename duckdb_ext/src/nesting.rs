@@ -17,12 +17,7 @@ pub(crate) fn check(text: &str, what: &str) -> Result<(), String> {
     let (mut depth, mut i) = (0usize, 0usize);
     while i < b.len() {
         match b[i] {
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+            b'"' => i = planner::parse::string_end(b, i),
             b'\\' => {
                 // a character literal: `\uXXXX` (and `\oNNN`) with a non-ASCII character among its digits made
                 // the reader slice inside that character and panic
@@ -36,11 +31,7 @@ pub(crate) fn check(text: &str, what: &str) -> Result<(), String> {
                 }
                 i += 1
             }
-            b';' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
+            b';' => i = planner::parse::comment_end(b, i),
             b'[' | b'(' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {

@@ -323,6 +323,21 @@ pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext>
     }
 }
 
+/// The index of the `"` that closes the EDN string literal opening at `b[open]` (escapes skipped), or `b.len()` or
+/// more when it is not closed. A byte-level step shared by the scanners that look at EDN text before a reader does.
+pub fn string_end(b: &[u8], open: usize) -> usize {
+    let mut i = open + 1;
+    while i < b.len() && b[i] != b'"' {
+        i += if b[i] == b'\\' { 2 } else { 1 };
+    }
+    i
+}
+
+/// The index of the newline that ends the `;` comment at `b[at]`, or `b.len()`.
+pub fn comment_end(b: &[u8], at: usize) -> usize {
+    b[at..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| at + p)
+}
+
 /// The elements of the top-level vector or list that `text` holds, cut into at most `parts` runs of whole
 /// elements (each run the text between the outer brackets, without them), for reading a large transaction on
 /// several threads: reading `[run]` for each run and joining the elements gives what reading `text` gives.
@@ -337,11 +352,7 @@ pub fn split_forms(text: &str, parts: usize) -> Option<Vec<&str>> {
         while i < b.len() {
             match b[i] {
                 b' ' | b'\t' | b'\n' | b'\r' | b',' => i += 1,
-                b';' => {
-                    while i < b.len() && b[i] != b'\n' {
-                        i += 1;
-                    }
-                }
+                b';' => i = comment_end(b, i),
                 _ => break,
             }
         }
@@ -357,20 +368,13 @@ pub fn split_forms(text: &str, parts: usize) -> Option<Vec<&str>> {
     while i < b.len() {
         match b[i] {
             b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
+                i = string_end(b, i);
                 if i >= b.len() {
                     return None;
                 }
             }
             b'\\' => i += 1,
-            b';' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
+            b';' => i = comment_end(b, i),
             b'#' if b.get(i + 1) == Some(&b'_') => return None,
             b'[' | b'(' | b'{' => depth += 1,
             b']' | b')' | b'}' => {
