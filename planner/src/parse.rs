@@ -592,10 +592,8 @@ pub fn complete_insts(text: &str) -> std::borrow::Cow<'_, str> {
                 match end.and_then(|e| full_instant(&lit[1..1 + e]).map(|full| (e, full))) {
                     Some((e, full)) => {
                         let consumed = i + 5 + skip + e + 2;
-                        let written = &text[i..consumed];
-                        let same = written.len() == full.len() + 8
-                            && written.starts_with("#inst \"")
-                            && written[7..7 + full.len()] == full[..];
+                        let written = text[i..consumed].strip_prefix("#inst \"").and_then(|w| w.strip_suffix('"'));
+                        let same = written == Some(full.as_str());
                         if out.is_none() && !same {
                             out = Some(String::with_capacity(text.len() + 32) + &text[..i]);
                         }

@@ -364,7 +364,8 @@ pub fn append_current(
     rows: &[(i64, &Val, i64)],
 ) -> Result<()> {
     use duckdb::arrow::array::{
-        ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampMicrosecondArray,
+        ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Array, Int64Builder, StringBuilder,
+        TimestampMicrosecondArray,
     };
     use duckdb::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use duckdb::arrow::record_batch::RecordBatch;
@@ -380,9 +381,7 @@ pub fn append_current(
                 Val::Ref(x) | Val::Long(x) => Some(*x),
                 _ => None,
             })?;
-            let mut b = Int64Builder::with_capacity(xs.len());
-            b.append_slice(&xs);
-            (Arc::new(b.finish()), DataType::Int64)
+            (Arc::new(Int64Array::from(xs)), DataType::Int64)
         }
         ValueType::Instant => {
             let xs = longs(|v| match v {
