@@ -241,11 +241,14 @@ fn apply_log(conn: &Connection, name: &StoreName, log: &TxLog, schema: &Schema) 
 /// assertions enter it. A reader that applies one logged transaction pays what the group would have paid to write
 /// the tables (0.6 ms for a single-datom update), not a staging append and a scan of the staged rows per attribute.
 fn write_rows(conn: &Connection, name: &StoreName, schema: &Schema, rows: &[LogRow]) -> Result<()> {
-    let retracted: std::collections::HashSet<(&crate::transactor::Eav, i64)> =
+    let retracted: foldhash::HashSet<(&crate::transactor::Eav, i64)> =
         rows.iter().filter(|r| !r.1).map(|r| (&r.0, r.2)).collect();
-    let adds = rows.iter().filter(|r| r.1 && !retracted.contains(&(&r.0, r.2))).map(|r| (&r.0, r.2));
+    // collected once: write_datoms walks its inputs several times (a lookup per row and walk cost 25 ms in an
+    // apply of 250,000 logged rows)
+    let adds: Vec<(&crate::transactor::Eav, i64)> =
+        rows.iter().filter(|r| r.1 && !retracted.contains(&(&r.0, r.2))).map(|r| (&r.0, r.2)).collect();
     let retracts = rows.iter().filter(|r| !r.1).map(|r| (&r.0, r.2, r.3));
-    crate::transactor::write_datoms(conn, name, schema, adds, retracts)
+    crate::transactor::write_datoms(conn, name, schema, adds.iter().copied(), retracts)
 }
 
 /// Makes the log ready to take a group inside the writer's open transaction: for a store in a database file,
