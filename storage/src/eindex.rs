@@ -349,13 +349,11 @@ pub struct AttrIndex {
     gone: OrdSet<(i64, IKey)>,
     value_order: bool,
     /// The retracted assertions (the `hist_` table): `(e, v, tx, retracted_tx)` for as-of reads, in sorted runs,
-    /// largest (oldest) first: the run read with the base, then one run per merge's retractions, two neighbours
-    /// merged whenever the younger is at least half the older (so a run's rows are copied O(log n) times, and a
-    /// merge never copies the whole history: see [`AttrIndex::merged`]).
+    /// largest (oldest) first: the run read with the base, then one run per apply's retractions (a history row
+    /// never changes once written, so it needs no place in the novelty's maps), two neighbours merged whenever
+    /// the younger is at least half the older (so a row is copied O(log n) times and no apply or merge copies the
+    /// whole history; see [`AttrIndex::with_history`]).
     hist: Vec<Arc<Hist>>,
-    /// Assertions retracted since: `(e, v, tx) -> retracted_tx`, and the same by value.
-    hist_added: OrdMap<(i64, IKey, i64), i64>,
-    hist_added_by_v: OrdSet<(IKey, i64, i64, i64)>,
 }
 
 /// `(e, v, tx, retracted_tx)`: a history row (and, with `retracted_tx` unused, a row read from `cur_`).
@@ -469,14 +467,6 @@ impl AttrIndex {
                 }
             }
         }
-        for ((he, v, tx), rtx) in self.hist_added.range((e, IKey::Int(i64::MIN), i64::MIN)..) {
-            if *he != e {
-                break;
-            }
-            if visible(*tx, Some(*rtx), as_of) {
-                out.push(v.clone());
-            }
-        }
     }
 
     /// The current values of entity `e` with the tx that asserted each (what the transactor checks a transaction
@@ -542,14 +532,6 @@ impl AttrIndex {
                 }
             }
         }
-        for (hv, he, tx, rtx) in self.hist_added_by_v.range((v.clone(), i64::MIN, i64::MIN, i64::MIN)..) {
-            if hv != v {
-                break;
-            }
-            if visible(*tx, Some(*rtx), as_of) {
-                out.push(*he);
-            }
-        }
         // an entity can hold the value in two periods: once as of any one moment
         out.sort_unstable();
         out.dedup();
@@ -577,7 +559,7 @@ impl AttrIndex {
     }
 
     fn novelty(&self) -> usize {
-        self.added.len() + self.gone.len() + self.hist_added.len()
+        self.added.len() + self.gone.len()
     }
 
     fn bytes(&self) -> usize {
@@ -600,6 +582,7 @@ impl AttrIndex {
     /// novelty is copied once for the whole sequence, however many transactions it holds.
     fn with_ops(&self, ops: &[Op]) -> AttrIndex {
         let mut next = self.clone();
+        let mut retracted: Vec<HistRow> = Vec::new();
         for op in ops {
             match op {
                 Op::Retract(e, v, asserted, tx) => {
@@ -607,10 +590,7 @@ impl AttrIndex {
                         next.added_by_v.remove(&(v.clone(), *e));
                     }
                     next.gone.insert((*e, v.clone()));
-                    next.hist_added.insert((*e, v.clone(), *asserted), *tx);
-                    if next.value_order {
-                        next.hist_added_by_v.insert((v.clone(), *e, *asserted, *tx));
-                    }
+                    retracted.push((*e, v.clone(), *asserted, *tx));
                 }
                 Op::Add(e, v, tx) => {
                     next.added.insert((*e, v.clone()), *tx);
@@ -620,28 +600,43 @@ impl AttrIndex {
                 }
             }
         }
-        // past MERGE_AT entries or an eighth of a large attribute (so that a merge, a pass over the base and a
-        // new history run, costs O(1) per novelty entry however large the attribute: at scale m, 1.3M
-        // datoms of :issue/state merged every 32,768 entries cost 34 ms per 2,000-entry group on average), or past
-        // an eighth of a small one (an attribute read in while it was small, such as one a bulk load's lookup refs
-        // name: merging it as it grows keeps its reads on the sorted arrays, and the merges, each a pass over an
-        // attribute at least 8x the last novelty, cost O(n log n) over the load). The history counts: an attribute
-        // of 13,000 datoms with 100,000 history rows after an update-heavy run was merged on every group of
-        // updates, each merge 40 ms.
+        if !retracted.is_empty() {
+            next.with_history(Hist::new(retracted, next.value_order));
+        }
+        // past MERGE_AT entries or an eighth of a large attribute (so that a merge, a pass over the base and the
+        // novelty, costs O(1) per novelty entry however large the attribute: at scale m, 1.3M datoms of
+        // :issue/state merged every 32,768 entries cost 34 ms per 2,000-entry group on average), or past an eighth
+        // of a small one (an attribute read in while it was small, such as one a bulk load's lookup refs name:
+        // merging it as it grows keeps its reads on the sorted arrays, and the merges, each a pass over an
+        // attribute at least 8x the last novelty, cost O(n log n) over the load). The history does not count: a
+        // merge leaves it alone (it once did not, and an attribute of 13,000 datoms with 100,000 history rows was
+        // merged on every group of updates, each merge 40 ms).
         let n = next.novelty();
-        let size = next.base.e.len() + next.history_rows();
+        let size = next.base.e.len();
         if n > MERGE_AT.max(size / 8) || (n >= 64 && n * 8 > size) {
             next = next.merged();
         }
         next
     }
 
-    /// The base and the novelty merged into a new base, and the history rows retracted since merged into the
-    /// history: every input is sorted already (the base and the history by `(e, v)` and `(e, v, tx)`, their value
-    /// orders by `(v, e)` and `(v, e, tx)`, the novelty's maps by their keys), so this is a walk over sorted runs,
-    /// with no lookup per base row and no sort of anything but the novelty. At scale s after a few hundred groups
-    /// of 1,000 updates, a merge that looked up every base row in the novelty and sorted the whole history again
-    /// took 90 to 110 ms; see storage/README.md.
+    /// Adds `run` (retractions of one apply) to the history runs, merging neighbours of comparable size.
+    fn with_history(&mut self, run: Hist) {
+        self.hist.push(Arc::new(run));
+        while let [.., older, younger] = &self.hist[..] {
+            if younger.rows.len() * 2 < older.rows.len() {
+                break;
+            }
+            let run = Hist::merge(older, younger);
+            self.hist.truncate(self.hist.len() - 2);
+            self.hist.push(Arc::new(run));
+        }
+    }
+
+    /// The base and the novelty merged into a new base (the history runs are kept as they are): both are sorted
+    /// already (the base by `(e, v)` with its value order by `(v, e)`, the novelty's maps by their keys), so this
+    /// is a walk over sorted runs, with no lookup per base row and no sort of anything but the novelty. At scale s
+    /// after a few hundred groups of 1,000 updates, a merge that looked up every base row in the novelty and sorted
+    /// the whole history again took 90 to 110 ms; see storage/README.md.
     fn merged(&self) -> AttrIndex {
         let b = &self.base;
         let n = b.e.len() + self.added.len();
@@ -685,27 +680,8 @@ impl AttrIndex {
                 Some(merge_orders(old.iter().map(|r| moved[*r as usize]).filter(|r| *r != u32::MAX), fresh, at));
         }
         base.finish();
-        let mut hist = self.hist.clone();
-        if !self.hist_added.is_empty() {
-            let rows: Vec<HistRow> =
-                self.hist_added.iter().map(|((e, v, tx), rtx)| (*e, v.clone(), *tx, *rtx)).collect();
-            let by_v = self.value_order.then(|| {
-                let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-                order.sort_unstable_by(|x, y| Hist::value_key(&rows, *x).cmp(&Hist::value_key(&rows, *y)));
-                order
-            });
-            hist.push(Arc::new(Hist { rows, by_v }));
-            while let [.., older, younger] = &hist[..] {
-                if younger.rows.len() * 2 < older.rows.len() {
-                    break;
-                }
-                let run = Hist::merge(older, younger);
-                hist.truncate(hist.len() - 2);
-                hist.push(Arc::new(run));
-            }
-        }
         let mut next = AttrIndex::new(base, Arc::new(Hist::default()), self.value_order);
-        next.hist = hist;
+        next.hist = self.hist.clone();
         next
     }
 
@@ -717,8 +693,6 @@ impl AttrIndex {
             gone: OrdSet::new(),
             value_order,
             hist: if hist.rows.is_empty() { Vec::new() } else { vec![hist] },
-            hist_added: OrdMap::new(),
-            hist_added_by_v: OrdSet::new(),
         }
     }
 }
@@ -821,7 +795,7 @@ impl EntityIndex {
             .map(|(a, ix)| AttrStats {
                 attr: *a,
                 datoms: ix.current_datoms(),
-                history: ix.history_rows() + ix.hist_added.len(),
+                history: ix.history_rows(),
                 novelty: ix.novelty(),
                 bytes: ix.bytes(),
                 refused: false,
