@@ -5,7 +5,8 @@
 //! Datomic's design: immutable sorted segments plus a memory index of the novelty the transactor adds. Per
 //! attribute, [`AttrIndex`] is a [`Base`] (columnar arrays sorted by `(e, v)`, read once from the attribute's
 //! `cur_` table) plus the datoms asserted (`added`) and the base datoms retracted (`gone`) since; when the novelty
-//! passes [`MERGE_AT`] entries it is merged into a new base (a linear merge of two sorted runs).
+//! passes [`MERGE_AT`] entries it is merged into a new base (a linear merge of two sorted runs). Retracted
+//! assertions, for as-of reads, are kept in sorted runs of history rows (see [`AttrIndex`]'s `hist`).
 //!
 //! Consistency: the transactor applies every committed transaction's datoms ([`EntityIndex::apply`]) before its
 //! call returns, so a read after `mentat_transact` sees it; a reader works on one [`Snapshot`] (an `Arc`), swapped
