@@ -79,7 +79,7 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
             let group: Vec<(u64, String, Option<crate::interrupt::Hook>)> = q.pending.drain(..n).collect();
             drop(q);
             let texts: Vec<&str> = group.iter().map(|(_, t, _)| t.as_str()).collect();
-            // the leader's own commit point is its in_transaction's; the others' are passed on their behalf
+            // the leader's own commit point is its in_deferred_transaction's; the others' are passed on their behalf
             let points: Vec<Option<crate::interrupt::Hook>> =
                 group.iter().map(|(i, _, h)| if *i == id { None } else { h.clone() }).collect();
             let reports = std::panic::catch_unwind(AssertUnwindSafe(|| transact_group(conn, store, &texts, &points)))
@@ -169,7 +169,9 @@ fn transact_group(
         let mut failed: Option<(usize, StorageError)> = None;
         store.log.begin();
         let mut trace = first_trace.take().unwrap_or_else(Trace::start);
-        let outcome = crate::in_transaction(conn, || {
+        // DuckDB's transaction opens at the group's first write: a group the log takes whole sends no BEGIN or
+        // COMMIT (crate::in_deferred_transaction)
+        let outcome = crate::in_deferred_transaction(conn, || {
             let mut state = store.refresh(conn)?;
             // parsed with the schema at the start; a member after a schema change is parsed again
             let parsed_with = state.schema.clone();
@@ -202,6 +204,10 @@ fn transact_group(
                     }
                 };
                 let flush_first = needs_flush(&member_terms);
+                if flush_first {
+                    // a schema change or a whole-entity retraction reads and writes the tables themselves
+                    crate::before_write(conn)?;
+                }
                 if flush_first && (!pending.is_empty() || store.log.holds(None)) {
                     pending.flush(conn, store, &state.schema, &state.parts)?;
                     if Arc::ptr_eq(&state.schema, &parsed_with) {
@@ -233,7 +239,7 @@ fn transact_group(
             trace.mark("members");
             let logged = pending.finish(conn, store, &state.schema, &state.parts)?;
             trace.mark(if logged.is_some() { "log" } else { "write" });
-            // the waiting callers' commit points, right before the leader's own (in in_transaction)
+            // the waiting callers' commit points, right before the leader's own (in in_deferred_transaction)
             for &i in &members {
                 if refused.iter().all(|(r, _)| *r != i) && point(i).is_some_and(|h| !h(Point::Commit)) {
                     failed = Some((i, StorageError::Interrupted));

@@ -816,6 +816,7 @@ impl<'a> Tx<'a> {
             return Ok(());
         }
         Pending::require_empty(self.pending, "a schema change")?;
+        crate::before_write(self.conn)?;
         let mut props: HashMap<Entid, HashMap<Entid, String>> = HashMap::new();
         for e in &touched {
             props.insert(*e, self.before.attribute(*e).map(attribute_props).unwrap_or_default());
@@ -1113,6 +1114,7 @@ pub(crate) fn write_datoms<'d>(
     adds: impl Iterator<Item = (&'d Eav, Entid)> + Clone,
     retracts: impl Iterator<Item = (&'d Eav, Entid, Entid)> + Clone,
 ) -> Result<()> {
+    crate::before_write(conn)?;
     let run = |sql: String, params: &[&dyn duckdb::ToSql]| -> Result<()> {
         conn.prepare_cached(&sql)?.execute(params)?;
         Ok(())
@@ -1189,6 +1191,7 @@ pub(crate) fn write_partitions(
     if (after.next_db, after.next_user) == (before.next_db, before.next_user) {
         return Ok(());
     }
+    crate::before_write(conn)?;
     let sql = format!(
         "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
         store.table("partitions")

@@ -227,6 +227,7 @@ fn apply_log(conn: &Connection, name: &StoreName, log: &TxLog, schema: &Schema) 
     if s.applied_open || s.pending.is_empty() {
         return Ok(0);
     }
+    crate::before_write(conn)?;
     write_rows(conn, name, schema, &s.pending)?;
     if s.file.is_some() {
         set_meta(conn, name, APPLIED, &s.seq.to_string())?;
@@ -301,6 +302,7 @@ const APPLIED: &str = "log_applied";
 const LOG_ID: &str = "log_id";
 
 fn set_meta(conn: &Connection, name: &StoreName, key: &str, value: &str) -> Result<()> {
+    crate::before_write(conn)?;
     let meta = name.table("meta");
     // one statement once the key is there (every apply writes its mark)
     if conn.prepare_cached(&format!("UPDATE {meta} SET value = $2 WHERE key = $1"))?.execute([key, value])? == 0 {
