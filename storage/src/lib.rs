@@ -28,17 +28,11 @@ pub mod txlog;
 /// so that a failed call leaves nothing behind
 /// and the connection goes back to its pool with no transaction open.
 pub fn in_transaction<T>(conn: &duckdb::Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let open = Open::begin(conn)?;
-    let v = f()?;
-    if interrupt::requested() {
-        return Err(StorageError::Interrupted);
-    }
-    match interrupt::committing(|| conn.prepare_cached("COMMIT")?.execute([])) {
-        Some(done) => done?,
-        None => return Err(StorageError::Interrupted),
-    };
-    open.done();
-    Ok(v)
+    // the deferred transaction opened at once: one place decides commit, rollback and the commit point
+    in_deferred_transaction(conn, || {
+        before_write(conn)?;
+        f()
+    })
 }
 
 /// A group's DuckDB transaction, opened at its first write: see [`in_deferred_transaction`].
