@@ -191,6 +191,20 @@ def test_a_log_left_by_a_writer_is_applied_when_the_store_is_opened(tmp_path):
     assert transact(con, "[[:db/add [:k/id 1] :k/n 5]]")["tx"] == max(txs) + 1
 
 
+def test_load_opens_the_default_store_and_applies_its_log_before_any_call(tmp_path):
+    """`LOAD mentat` is the store's cold open (duckdb_ext/src/lib.rs `open_default_store`): with no mentat call
+    after it, the log a writer left is applied, as plain SQL over the store's tables shows."""
+    db = tmp_path / "load.duckdb"
+    leave_a_log(db)
+    assert file_rows(db) == 28
+    con = connect_with(db, **KEEP)
+    assert log_rows(con) == 0
+    aid = con.execute("SELECT e FROM mentat.cur_1 WHERE v = ':k/n'").fetchone()[0]
+    ids = con.execute("SELECT e FROM mentat.cur_1 WHERE v = ':k/id'").fetchone()[0]
+    rows = con.execute(f"SELECT i.v, n.v FROM mentat.cur_{aid} n JOIN mentat.cur_{ids} i USING (e) ORDER BY 1").fetchall()
+    assert rows == [(i, i * 10) for i in range(10)]
+
+
 def test_a_log_file_left_beside_a_replaced_database_is_never_applied_to_the_new_one(tmp_path):
     """The file carries the store's log id (kept in its meta table): a database deleted and made again under the
     same name meets its predecessor's records, which belong to another store, and ignores them."""

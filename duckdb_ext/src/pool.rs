@@ -25,10 +25,12 @@ pub struct Pool {
     available: Condvar,
 }
 
-/// A connection and the `TimeZone` it was last set to (None: never set, the database's default).
+/// A connection, the `TimeZone` it was last set to (None: never set, the database's default), and whether its
+/// transactor staging tables exist yet.
 struct Zoned {
     conn: Connection,
     zone: Option<String>,
+    staged: bool,
 }
 
 /// A borrowed connection, returned to the pool on drop.
@@ -41,19 +43,17 @@ pub struct PooledConnection<'p> {
 
 impl Pool {
     /// Opens `size` connections next to `first` (which is kept too).
+    ///
+    /// A connection's staging tables ([`storage::stage::ensure_tables`], two `CREATE TEMP TABLE`s) are made when
+    /// it is first borrowed, not here: for the 32 connections that was about 40 ms of every `LOAD mentat`
+    /// (2026-12-03, perf of a cold start at scale s), paid again by every new process.
     pub fn open(first: Connection, size: usize) -> duckdb::Result<Pool> {
         let mut free = Vec::with_capacity(size);
         for _ in 1..size {
             free.push(first.try_clone()?);
         }
         free.push(first);
-        for conn in &free {
-            storage::stage::ensure_tables(conn).map_err(|e| match e {
-                storage::StorageError::DuckDb(d) => d,
-                other => duckdb::Error::InvalidParameterName(other.to_string()),
-            })?;
-        }
-        let free = free.into_iter().map(|conn| Zoned { conn, zone: None }).collect();
+        let free = free.into_iter().map(|conn| Zoned { conn, zone: None, staged: false }).collect();
         Ok(Pool { free: Mutex::new(free), available: Condvar::new() })
     }
 
@@ -68,13 +68,22 @@ impl Pool {
         Ok(conn)
     }
 
-    /// Borrows a connection, waiting up to [`WAIT`] for one.
+    /// Borrows a connection, waiting up to [`WAIT`] for one. A connection borrowed for the first time gets its
+    /// staging tables first (an error of DuckDB's creating them is returned, and the connection goes back).
     pub fn get(&self) -> Result<PooledConnection<'_>, String> {
         let mut free = self.lock();
         let deadline = std::time::Instant::now() + WAIT;
         loop {
             if let Some(conn) = free.pop() {
-                return Ok(PooledConnection { pool: self, conn: Some(conn), watch: None });
+                drop(free);
+                let mut borrowed = PooledConnection { pool: self, conn: Some(conn), watch: None };
+                let zoned = borrowed.conn.as_mut().ok_or("no connection")?;
+                if !zoned.staged {
+                    storage::stage::ensure_tables(&zoned.conn)
+                        .map_err(|e| format!("mentat could not ready its connection: {e}"))?;
+                    zoned.staged = true;
+                }
+                return Ok(borrowed);
             }
             let now = std::time::Instant::now();
             if now >= deadline {
