@@ -51,6 +51,7 @@ pub const MERGE_AT: usize = 512;
 pub type Committed<'a> = (i64, &'a [(Entid, Entid, Val)], &'a [((Entid, Entid, Val), i64)]);
 
 /// One change to an attribute's index, in transaction order.
+#[derive(Debug)]
 enum Op {
     /// `(e, v)` asserted in tx.
     Add(i64, IKey, i64),
@@ -355,7 +356,29 @@ pub struct AttrIndex {
     /// the younger is at least half the older (so a row is copied O(log n) times and no apply or merge copies the
     /// whole history; see [`AttrIndex::with_history`]).
     hist: Vec<Arc<Hist>>,
+    /// A merge of the base with the novelty running in the background (see [`AttrIndex::with_ops`]), and the
+    /// batches of operations applied since it took its copy, replayed onto its base when it is installed.
+    merging: Option<(Arc<Merge>, Vec<Batch>)>,
 }
+
+/// The operations of one apply, kept while a merge runs.
+type Batch = Arc<Vec<Op>>;
+
+/// A background merge: the new base once it is done. In the unit tests the copy is kept instead and merged only
+/// when the attribute has taken two more applies, so that installing always replays operations.
+#[derive(Debug, Default)]
+struct Merge {
+    done: Mutex<Option<Base>>,
+    #[cfg(test)]
+    frozen: Mutex<Option<AttrIndex>>,
+}
+
+/// Bases of this many rows or more are merged in the background; smaller ones (a merge of well under a
+/// millisecond) at once. One in the unit tests, so that every merge of a non-empty base takes the background path.
+#[cfg(not(test))]
+const BACKGROUND_MERGE_ROWS: usize = 65_536;
+#[cfg(test)]
+const BACKGROUND_MERGE_ROWS: usize = 1;
 
 /// `(e, v, tx, retracted_tx)`: a history row (and, with `retracted_tx` unused, a row read from `cur_`).
 type HistRow = (i64, IKey, i64, i64);
@@ -585,33 +608,48 @@ impl AttrIndex {
             .map(|(e, v, asserted)| Op::Retract(*e, v.clone(), *asserted, tx))
             .chain(adds.iter().map(|(e, v)| Op::Add(*e, v.clone(), tx)))
             .collect();
-        self.with_ops(&ops)
+        self.with_ops(ops)
     }
 
     /// This attribute with `ops` applied in order (the datoms of one or more consecutive transactions). The
     /// novelty is copied once for the whole sequence, however many transactions it holds.
-    fn with_ops(&self, ops: &[Op]) -> AttrIndex {
+    ///
+    /// Merges run beside the writer (Datomic's indexing job, an LSM tree's compaction): when the novelty passes
+    /// its bound, a large attribute's base and novelty as they are now (persistent, so the copy is O(1)) are
+    /// merged on a thread of their own, and the writer goes on adding to the novelty, keeping each batch it adds
+    /// meanwhile. The first apply after the merge is done installs it: the new base, the history runs as they
+    /// are, and the kept batches replayed into an empty novelty (the same reads as the base and novelty it
+    /// replaces: a base row retracted or asserted again since is in the novelty either way). Readers never see a
+    /// merge in flight; they read the base and the novelty, which hold everything until the install. Measured on
+    /// `mentat_transact_many` of 1,000 single-datom updates at scale s (storage/README.md, 2026-12-03): merges of
+    /// `:issue/state` took 20 to 38 ms of every eighth to sixteenth call on the writer's path.
+    fn with_ops(&self, ops: Vec<Op>) -> AttrIndex {
         let mut next = self.clone();
-        let mut retracted: Vec<HistRow> = Vec::new();
-        for op in ops {
-            match op {
-                Op::Retract(e, v, asserted, tx) => {
-                    if next.added.remove(&(*e, v.clone())).is_some() {
-                        next.added_by_v.remove(&(v.clone(), *e));
-                    }
-                    next.gone.insert((*e, v.clone()));
-                    retracted.push((*e, v.clone(), *asserted, *tx));
-                }
-                Op::Add(e, v, tx) => {
-                    next.added.insert((*e, v.clone()), *tx);
-                    if next.value_order {
-                        next.added_by_v.insert((v.clone(), *e));
-                    }
+        if let Some((merge, since)) = &self.merging {
+            #[cfg(test)]
+            if since.len() >= 2 {
+                if let Some(frozen) = merge.frozen.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    *merge.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(frozen.merged_base());
                 }
             }
+            let done = merge.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(base) = done {
+                let mut fresh = AttrIndex::new(base, Arc::new(Hist::default()), self.value_order);
+                fresh.hist = self.hist.clone();
+                for batch in since {
+                    fresh.apply_novelty(batch, &mut Vec::new());
+                }
+                next = fresh;
+            }
         }
+        let mut retracted: Vec<HistRow> = Vec::new();
+        next.apply_novelty(&ops, &mut retracted);
         if !retracted.is_empty() {
             next.with_history(Hist::new(retracted, next.value_order));
+        }
+        if let Some((_, since)) = &mut next.merging {
+            since.push(Arc::new(ops));
+            return next;
         }
         // past MERGE_AT entries or an eighth of a large attribute (so that a merge, a pass over the base and the
         // novelty, costs O(1) per novelty entry however large the attribute: at scale m, 1.3M datoms of
@@ -624,9 +662,56 @@ impl AttrIndex {
         let n = next.novelty();
         let size = next.base.e.len();
         if n > MERGE_AT.max(size / 8) || (n >= 64 && n * 8 > size) {
-            next = next.merged();
+            if size < BACKGROUND_MERGE_ROWS {
+                return next.merged();
+            }
+            let merge = Arc::new(Merge::default());
+            next.start_merge(&merge);
+            next.merging = Some((merge, Vec::new()));
         }
         next
+    }
+
+    /// Starts merging this attribute's base and novelty into a new base on a thread of its own, which leaves it
+    /// in `merge` (or, where no thread can be started, merges now).
+    fn start_merge(&self, merge: &Arc<Merge>) {
+        let frozen = self.clone();
+        #[cfg(test)]
+        {
+            *merge.frozen.lock().unwrap_or_else(|p| p.into_inner()) = Some(frozen);
+        }
+        #[cfg(not(test))]
+        {
+            let slot = merge.clone();
+            let spawned = std::thread::Builder::new().name("mentat-merge".into()).spawn(move || {
+                let base = frozen.merged_base();
+                *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base);
+            });
+            if spawned.is_err() {
+                *merge.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.merged_base());
+            }
+        }
+    }
+
+    /// Applies `ops` to the novelty maps, pushing each retraction's history row onto `retracted`.
+    fn apply_novelty(&mut self, ops: &[Op], retracted: &mut Vec<HistRow>) {
+        for op in ops {
+            match op {
+                Op::Retract(e, v, asserted, tx) => {
+                    if self.added.remove(&(*e, v.clone())).is_some() {
+                        self.added_by_v.remove(&(v.clone(), *e));
+                    }
+                    self.gone.insert((*e, v.clone()));
+                    retracted.push((*e, v.clone(), *asserted, *tx));
+                }
+                Op::Add(e, v, tx) => {
+                    self.added.insert((*e, v.clone()), *tx);
+                    if self.value_order {
+                        self.added_by_v.insert((v.clone(), *e));
+                    }
+                }
+            }
+        }
     }
 
     /// Adds `run` (retractions of one apply) to the history runs, merging neighbours of comparable size.
@@ -648,6 +733,13 @@ impl AttrIndex {
     /// after a few hundred groups of 1,000 updates, a merge that looked up every base row in the novelty and sorted
     /// the whole history again took 90 to 110 ms; see storage/README.md.
     fn merged(&self) -> AttrIndex {
+        let mut next = AttrIndex::new(self.merged_base(), Arc::new(Hist::default()), self.value_order);
+        next.hist = self.hist.clone();
+        next
+    }
+
+    /// The new base of [`AttrIndex::merged`].
+    fn merged_base(&self) -> Base {
         let b = &self.base;
         let n = b.e.len() + self.added.len();
         let mut base = Base {
@@ -690,9 +782,7 @@ impl AttrIndex {
                 Some(merge_orders(old.iter().map(|r| moved[*r as usize]).filter(|r| *r != u32::MAX), fresh, at));
         }
         base.finish();
-        let mut next = AttrIndex::new(base, Arc::new(Hist::default()), self.value_order);
-        next.hist = self.hist.clone();
-        next
+        base
     }
 
     fn new(base: Base, hist: Arc<Hist>, value_order: bool) -> AttrIndex {
@@ -703,6 +793,7 @@ impl AttrIndex {
             gone: OrdSet::new(),
             value_order,
             hist: if hist.rows.is_empty() { Vec::new() } else { vec![hist] },
+            merging: None,
         }
     }
 }
@@ -860,7 +951,7 @@ impl EntityIndex {
         }
         let mut next = (*current).clone();
         for (a, ops) in by_attr {
-            let updated = next.attrs[&a].with_ops(&ops);
+            let updated = next.attrs[&a].with_ops(ops);
             next.attrs.insert(a, Arc::new(updated));
         }
         self.set_bytes(&next);
