@@ -369,6 +369,8 @@ type Batch = Arc<Vec<Op>>;
 #[derive(Debug, Default)]
 struct Merge {
     done: Mutex<Option<Base>>,
+    /// The merge's thread panicked: the next apply merges at once instead.
+    failed: std::sync::atomic::AtomicBool,
     #[cfg(test)]
     frozen: Mutex<Option<AttrIndex>>,
 }
@@ -633,7 +635,9 @@ impl AttrIndex {
                 }
             }
             let done = merge.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(base) = done {
+            if merge.failed.load(AtomicOrdering::Acquire) {
+                next = self.merged();
+            } else if let Some(base) = done {
                 let mut fresh = AttrIndex::new(base, Arc::new(Hist::default()), self.value_order);
                 fresh.hist = self.hist.clone();
                 for batch in since {
@@ -684,8 +688,10 @@ impl AttrIndex {
         {
             let slot = merge.clone();
             let spawned = std::thread::Builder::new().name("mentat-merge".into()).spawn(move || {
-                let base = frozen.merged_base();
-                *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base);
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frozen.merged_base())) {
+                    Ok(base) => *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base),
+                    Err(_) => slot.failed.store(true, AtomicOrdering::Release),
+                }
             });
             if spawned.is_err() {
                 *merge.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.merged_base());
