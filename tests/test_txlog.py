@@ -103,6 +103,30 @@ def test_a_writers_small_transactions_go_to_the_log_without_any_query(tmp_path):
         (f"u{k}@x", k + 100) for k in range(10))
 
 
+def test_a_small_transactions_lookup_refs_read_from_the_tables_ask_for_their_attribute(tmp_path):
+    # Labels loaded by mentat_import (which leaves the store's unique-value cache and entity index empty); a
+    # single-datom transaction naming a label by lookup ref reads its holder from the tables and asks for
+    # :l/name to be read into the entity index (in the background), so that the next such lookups are probes.
+    con = connect_with(tmp_path / "l.duckdb", MENTAT_LOG="default", **KEEP)
+    transact(con, "[{:db/ident :l/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
+                  ":db/unique :db.unique/identity} {:db/ident :i/label :db/valueType :db.type/ref "
+                  ":db/cardinality :db.cardinality/many} {:db/ident :i/id :db/valueType :db.type/long "
+                  ":db/cardinality :db.cardinality/one :db/unique :db.unique/identity}]")
+    con.execute("""SELECT * FROM mentat_import('SELECT ''l'' || i AS ":l/name" FROM range(50) t(i)')""").fetchall()
+    transact(con, "[{:i/id 1}]")
+    state = dict(con.execute("SELECT ident, state FROM mentat_entity_index()").fetchall())
+    assert state.get(":l/name") != "indexed", state
+    transact(con, '[[:db/add [:i/id 1] :i/label [:l/name "l7"]]]')
+    for _ in range(600):  # the background read starts 100 ms after the write; wait up to 60 s for it
+        state = dict(con.execute("SELECT ident, state FROM mentat_entity_index()").fetchall())
+        if state.get(":l/name") == "indexed":
+            break
+        time.sleep(0.1)
+    assert state.get(":l/name") == "indexed", state
+    transact(con, '[[:db/add [:i/id 1] :i/label [:l/name "l9"]]]')
+    assert sorted(q(con, "[:find ?n :where [?i :i/id 1] [?i :i/label ?l] [?l :l/name ?n]]")) == [("l7",), ("l9",)]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_groups_through_the_log_equal_one_by_one(seed, tmp_path):
     """Every group through the log (MENTAT_LOG=always: even attributes the index does not hold, so that the
