@@ -382,6 +382,12 @@ const BACKGROUND_MERGE_ROWS: usize = 65_536;
 #[cfg(test)]
 const BACKGROUND_MERGE_ROWS: usize = 1;
 
+#[cfg(test)]
+thread_local! {
+    /// Set by a unit test that runs the merges on their threads, as the extension does, instead of the stand-in.
+    static REAL_MERGE_THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// `(e, v, tx, retracted_tx)`: a history row (and, with `retracted_tx` unused, a row read from `cur_`).
 type HistRow = (i64, IKey, i64, i64);
 
@@ -681,21 +687,19 @@ impl AttrIndex {
     fn start_merge(&self, merge: &Arc<Merge>) {
         let frozen = self.clone();
         #[cfg(test)]
-        {
+        if !REAL_MERGE_THREADS.with(|real| real.get()) {
             *merge.frozen.lock().unwrap_or_else(|p| p.into_inner()) = Some(frozen);
+            return;
         }
-        #[cfg(not(test))]
-        {
-            let slot = merge.clone();
-            let spawned = std::thread::Builder::new().name("mentat-merge".into()).spawn(move || {
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frozen.merged_base())) {
-                    Ok(base) => *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base),
-                    Err(_) => slot.failed.store(true, AtomicOrdering::Release),
-                }
-            });
-            if spawned.is_err() {
-                *merge.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.merged_base());
+        let slot = merge.clone();
+        let spawned = std::thread::Builder::new().name("mentat-merge".into()).spawn(move || {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frozen.merged_base())) {
+                Ok(base) => *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base),
+                Err(_) => slot.failed.store(true, AtomicOrdering::Release),
             }
+        });
+        if spawned.is_err() {
+            *merge.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.merged_base());
         }
     }
 
@@ -1367,6 +1371,18 @@ mod tests {
 
     #[test]
     fn random_writes_match_a_plain_model_now_and_as_of_through_merges() {
+        random_writes_match_a_plain_model(false);
+    }
+
+    /// The same writes with every merge on a thread of its own, as in the extension: installs happen whenever a
+    /// thread is done, and every 64th transaction waits for the running merge so that installs surely happen.
+    #[test]
+    fn random_writes_match_a_plain_model_with_merges_on_their_threads() {
+        REAL_MERGE_THREADS.with(|real| real.set(true));
+        random_writes_match_a_plain_model(true);
+    }
+
+    fn random_writes_match_a_plain_model(real_threads: bool) {
         // a linear congruential generator: the test needs no dependency and stays the same on every run
         let mut seed = 42u64;
         let mut next = |n: u64| {
@@ -1380,7 +1396,7 @@ mod tests {
         }
         let mut a = idx(&log.keys().copied().collect::<Vec<_>>(), true);
         let live = |log: &Log, d: &(i64, i64)| log.get(d).and_then(|h| h.last()).is_some_and(|p| p.1.is_none());
-        let (mut merges, mut runs) = (0, 0);
+        let (mut merges, mut runs, mut installs) = (0, 0, 0);
         for tx in 2..9000 {
             let (mut adds, mut retracts) = (Vec::new(), Vec::new());
             let mut touched = Vec::new();
@@ -1398,6 +1414,16 @@ mod tests {
                 } else {
                     log.entry(d).or_default().push((tx, None));
                     adds.push((d.0, IKey::Int(d.1)));
+                }
+            }
+            if real_threads && tx % 64 == 0 {
+                if let Some((merge, _)) = &a.merging {
+                    let waited = std::time::Instant::now();
+                    while merge.done.lock().unwrap().is_none() && !merge.failed.load(AtomicOrdering::Acquire) {
+                        assert!(waited.elapsed().as_secs() < 30, "a merge thread never finished");
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    installs += 1;
                 }
             }
             let before = a.novelty();
@@ -1433,5 +1459,6 @@ mod tests {
         }
         assert!(merges >= 10, "{merges} merges: the checks above must also have run on merged bases");
         assert!(runs >= 3, "{runs} history runs at most: the as-of checks must also have read several");
+        assert!(!real_threads || installs >= 5, "{installs} merges waited for: the threads' bases must be installed");
     }
 }

@@ -330,10 +330,7 @@ impl Pending {
         // 2026-12-03); the values it asserts reach the store's unique-value cache, the values it only reads did not.
         // Not for schema attributes: a schema transaction looks its idents up in `:db/ident`, and reading that in
         // would apply the log for nothing that later writes need.
-        if missing.len() <= WANT_INDEX_DATOMS
-            && !transactor::is_schema_attr(a)
-            && store.index.snapshot().attr(a).is_none()
-        {
+        if missing.len() <= WANT_INDEX_DATOMS && !transactor::is_schema_attr(a) {
             store.index.want([a]);
         }
         if store.log.holds(Some(&BTreeSet::from([a]))) {
