@@ -296,3 +296,36 @@ def test_an_attached_parquet_store(tmp_path):
     e = q(con, "[:find ?e . :where [?e :p/email \"b@x\"]]", store="pq")[0][0]
     assert rows(con, "SELECT pull FROM mentat_pull('[:p/name :p/tag]', ?, store := 'pq')", [e]) == \
         [({"p/name": "B", "p/tag": ["t"]},)]
+
+
+def test_as_of_reads_before_the_history_the_index_keeps_are_answered_from_the_tables(tmp_path):
+    """An attribute whose datoms keep changing adds history without bound while its current state keeps its size:
+    the index keeps as many history rows as the attribute has current datoms, and at least 65,536 (eindex.rs
+    `history_bound`), and an as-of read of a moment older than what it keeps is answered from the tables. Ages of
+    1,000 people rewritten 75 times (74,000 history rows) while the index holds the attribute, then read in again by a
+    reopened store; every as-of answer is the age written in that transaction (hand-computed)."""
+    db = str(tmp_path / "h.duckdb")
+    con = instance(True, db)
+    transact(con, SCHEMA)
+    query = "[:find ?e ?a :in $ [?m ...] :where [?e :p/email ?m] [?e :p/age ?a]]"
+    emails = json.dumps([[f"p{i}@x" for i in range(0, 1000, 37)]])
+    txs = []
+    for k in range(75):
+        edn = "[" + " ".join(f'{{:p/email "p{i}@x" :p/age {k * 1000 + i}}}' for i in range(1000)) + "]"
+        txs.append(transact(con, edn)["tx"])
+        if k == 0:
+            q(con, query, emails)  # the attributes are read in now and take the later writes as novelty
+
+    def check(con):
+        for k in (0, 5, 30, 60, 74):
+            got = sorted(a for _, a in q(con, query, emails, as_of=txs[k]))
+            assert got == [k * 1000 + i for i in range(0, 1000, 37)], k
+        assert sorted(a for _, a in q(con, query, emails)) == [74_000 + i for i in range(0, 1000, 37)]
+        (history,) = rows(con, "SELECT history FROM mentat_entity_index() WHERE ident = ':p/age'")[0]
+        assert 0 < history <= 65_536, history
+
+    check(con)
+    aid = dict(rows(con, "SELECT ident, entid FROM mentat_schema()"))[":p/age"]
+    assert rows(con, f"SELECT count(*) FROM mentat.hist_{aid}") == [(74_000,)]
+    con.close()
+    check(instance(True, db))

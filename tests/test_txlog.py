@@ -341,3 +341,49 @@ def test_a_process_that_ends_while_the_log_is_being_applied_exits_cleanly(tmp_pa
                           "[(not= ?v :s/a)]]"))
         con.close()
         assert got == want, seed
+
+
+def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_path):
+    """DuckDB checkpoints at a commit that passes its 16 MiB threshold only when no other write transaction is
+    open, which readers and writers running beside each other keep from happening: the indexer checkpoints the
+    database once the write-ahead log passes 16 MiB (txlog.rs `checkpoint`). Four readers run throughout; after
+    the writes stop the write-ahead log is emptied while they still run, and every datom written is there."""
+    import threading
+
+    db = tmp_path / "c.duckdb"
+    wal = pathlib.Path(f"{db}.wal")
+    con = connect_with(db, MENTAT_LOG_IDLE_MS="20")
+    users(con, 100)
+    stop, errors = threading.Event(), []
+
+    def reader(i):
+        c = con.cursor()
+        try:
+            while not stop.is_set():
+                assert q(c, '[:find ?n . :in $ ?m :where [?e :u/email ?m] [?e :u/n ?n]]', f'["u{i}@x"]') == [(0,)]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    w = con.cursor()
+    k, biggest = 0, 0
+    try:
+        while biggest < 17 << 20 and k < 400:
+            transact(w, "[" + " ".join(f'{{:u/email "w{k}-{j}@x" :u/n {j}}}' for j in range(2000)) + "]")
+            k += 1
+            biggest = max(biggest, wal.stat().st_size if wal.exists() else 0)
+        assert biggest >= 16 << 20, f"{k} transactions left a write-ahead log of {biggest} bytes at most"
+        transact(w, '[[:db/add [:u/email "u99@x"] :u/n 1]]')  # one more small write, as a steady writer makes
+        deadline = time.time() + 20
+        while (wal.stat().st_size if wal.exists() else 0) >= 16 << 20 and time.time() < deadline:
+            time.sleep(0.05)
+        left = wal.stat().st_size if wal.exists() else 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:1]
+    assert left < 16 << 20, f"the write-ahead log still holds {left} bytes beside the readers"
+    assert q(con, "[:find (count ?e) . :where [?e :u/email _]]") == [(100 + 2000 * k,)]

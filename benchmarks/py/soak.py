@@ -101,6 +101,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     rss = [0.0] * windows
     heap = [(0.0, 0.0)] * windows
     duck = [0.0] * windows  # DuckDB's own accounting of its memory (buffer pool and the rest), MB
+    duck_tags = [{} for _ in range(windows)]  # the same by DuckDB's tag (BASE_TABLE, ART_INDEX, ...), MB
     index = [0.0] * windows  # mentat's entity index (`mentat_entity_index()`), MB
     probe = peer.con.cursor()
     errors = []
@@ -201,7 +202,9 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         heap[w] = malloc_mb()
         if tracemalloc.is_tracing():
             say(f"  (python objects traced: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB)")
-        duck[w] = probe.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] / 2**20
+        tags = probe.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0").fetchall()
+        duck_tags[w] = {t: round(b / 2**20, 1) for t, b in tags}
+        duck[w] = sum(b for _, b in tags) / 2**20
         index[w] = (probe.execute("SELECT sum(bytes) FROM mentat_entity_index()").fetchall()[0][0] or 0) / 2**20
         w += 1
     stop.set()
@@ -243,6 +246,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         worst = max((v["p99_ms"] / v["p50_ms"] for v in per.values() if v["p50_ms"]), default=0.0)
         row = {"window": w, "reads": len(xs), "p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
                "writes": writes[w], "rss_mb": round(rss[w], 1), "duckdb_mb": round(duck[w], 1),
+               "duckdb_mb_by_tag": duck_tags[w],
                "entity_index_mb": round(index[w], 1), "malloc_in_use_mb": round(heap[w][0], 1),
                "malloc_free_mb": round(heap[w][1], 1),
                "per_question": per, "worst_question_p99_over_p50": round(worst, 2)}

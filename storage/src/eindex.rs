@@ -6,7 +6,9 @@
 //! attribute, [`AttrIndex`] is a [`Base`] (columnar arrays sorted by `(e, v)`, read once from the attribute's
 //! `cur_` table) plus the datoms asserted (`added`) and the base datoms retracted (`gone`) since; when the novelty
 //! passes [`MERGE_AT`] entries it is merged into a new base (a linear merge of two sorted runs). Retracted
-//! assertions, for as-of reads, are kept in sorted runs of history rows (see [`AttrIndex`]'s `hist`).
+//! assertions, for as-of reads, are kept in sorted runs of history rows (see [`AttrIndex`]'s `hist`): the recent
+//! ones only, as many as the attribute's current datoms (at least [`HISTORY_MIN_ROWS`]); an as-of read of an older
+//! moment takes the general path (see [`AttrIndex::history_bound`]).
 //!
 //! Consistency: the transactor applies every committed transaction's datoms ([`EntityIndex::apply`]) before its
 //! call returns, so a read after `mentat_transact` sees it; a reader works on one [`Snapshot`] (an `Arc`), swapped
@@ -359,6 +361,10 @@ pub struct AttrIndex {
     /// A merge of the base with the novelty running in the background (see [`AttrIndex::with_ops`]), and the
     /// batches of operations applied since it took its copy, replayed onto its base when it is installed.
     merging: Option<(Arc<Merge>, Vec<Batch>)>,
+    /// The runs hold every history row retracted after this tx (i64::MIN: every row): older runs are dropped
+    /// once the history passes [`AttrIndex::history_bound`], and an as-of read before it takes the general path
+    /// (see [`AttrIndex::serves_as_of`]).
+    horizon: i64,
 }
 
 /// The operations of one apply, kept while a merge runs.
@@ -387,6 +393,12 @@ thread_local! {
     /// Set by a unit test that runs the merges on their threads, as the extension does, instead of the stand-in.
     static REAL_MERGE_THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
+
+/// History rows an attribute keeps at least before its oldest runs are dropped (see [`AttrIndex::history_bound`]).
+#[cfg(not(test))]
+const HISTORY_MIN_ROWS: usize = 65_536;
+#[cfg(test)]
+const HISTORY_MIN_ROWS: usize = 256;
 
 /// `(e, v, tx, retracted_tx)`: a history row (and, with `retracted_tx` unused, a row read from `cur_`).
 type HistRow = (i64, IKey, i64, i64);
@@ -646,6 +658,7 @@ impl AttrIndex {
             } else if let Some(base) = done {
                 let mut fresh = AttrIndex::new(base, Arc::new(Hist::default()), self.value_order);
                 fresh.hist = self.hist.clone();
+                fresh.horizon = self.horizon;
                 for batch in since {
                     fresh.apply_novelty(batch, &mut Vec::new());
                 }
@@ -724,7 +737,8 @@ impl AttrIndex {
         }
     }
 
-    /// Adds `run` (retractions of one apply) to the history runs, merging neighbours of comparable size.
+    /// Adds `run` (retractions of one apply) to the history runs, merging neighbours of comparable size, then
+    /// drops the oldest runs while the history is past [`AttrIndex::history_bound`].
     fn with_history(&mut self, run: Hist) {
         self.hist.push(Arc::new(run));
         while let [.., older, younger] = &self.hist[..] {
@@ -735,6 +749,29 @@ impl AttrIndex {
             self.hist.truncate(self.hist.len() - 2);
             self.hist.push(Arc::new(run));
         }
+        let bound = self.history_bound();
+        while self.history_rows() > bound {
+            let oldest = self.hist.remove(0);
+            self.horizon = oldest.rows.iter().map(|r| r.3).fold(self.horizon, i64::max);
+        }
+    }
+
+    /// History rows this attribute keeps in memory: as many as its current datoms, and at least
+    /// [`HISTORY_MIN_ROWS`]. A store whose writer keeps changing the same datoms (a label asserted and retracted
+    /// again, a state updated) adds history without bound while its current state keeps its size; the index keeps
+    /// the recent part, which as-of reads of the recent past use, and leaves older as-of reads to the tables, as
+    /// Datomic's memory index holds the novelty and leaves the rest to storage. The runs are ordered by the time of
+    /// their retractions (each apply adds one run; only neighbours merge), so dropping the oldest runs leaves every
+    /// row retracted after the new horizon. Measured in the soak (`benchmarks/py/soak.py`, 2026-12-03): a writer
+    /// labelling and unlabelling issues retracted 1.9M labels in 10 minutes, and the index grew from 58 to 143 MB.
+    fn history_bound(&self) -> usize {
+        HISTORY_MIN_ROWS.max(self.base.e.len())
+    }
+
+    /// Whether this attribute's index answers reads as of `as_of` (None: now): every history row that can be
+    /// visible then is held.
+    pub fn serves_as_of(&self, as_of: Option<i64>) -> bool {
+        as_of.is_none_or(|t| t >= self.horizon)
     }
 
     /// The base and the novelty merged into a new base (the history runs are kept as they are): both are sorted
@@ -745,6 +782,7 @@ impl AttrIndex {
     fn merged(&self) -> AttrIndex {
         let mut next = AttrIndex::new(self.merged_base(), Arc::new(Hist::default()), self.value_order);
         next.hist = self.hist.clone();
+        next.horizon = self.horizon;
         next
     }
 
@@ -804,6 +842,7 @@ impl AttrIndex {
             value_order,
             hist: if hist.rows.is_empty() { Vec::new() } else { vec![hist] },
             merging: None,
+            horizon: i64::MIN,
         }
     }
 }
@@ -1045,13 +1084,29 @@ impl EntityIndex {
         }
         let order = has_value_order(a);
         let base = Base::from_rows(rows.into_iter().map(|(e, v, tx, _)| (e, v, tx)).collect(), order);
-        let index = AttrIndex::new(base, Arc::new(Hist::new(hist, order)), order);
+        let keep = HISTORY_MIN_ROWS.max(base.e.len());
+        let (hist, horizon) = recent_history(hist, keep);
+        let mut index = AttrIndex::new(base, Arc::new(Hist::new(hist, order)), order);
+        index.horizon = horizon;
         let mut next = (*self.snapshot()).clone();
         next.attrs.insert(a.entid, Arc::new(index));
         self.set_bytes(&next);
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
         Ok(true)
     }
+}
+
+/// The history rows of the latest retraction txs, `keep` rows or fewer (whole txs only), and the horizon: the
+/// latest retraction tx of the rows left out (i64::MIN when none is).
+fn recent_history(mut rows: Vec<HistRow>, keep: usize) -> (Vec<HistRow>, i64) {
+    if rows.len() <= keep {
+        return (rows, i64::MIN);
+    }
+    let mut rtx: Vec<i64> = rows.iter().map(|r| r.3).collect();
+    let (_, horizon, _) = rtx.select_nth_unstable(rows.len() - keep - 1);
+    let horizon = *horizon;
+    rows.retain(|r| r.3 > horizon);
+    (rows, horizon)
 }
 
 /// Rows `(e, v, tx, extra)` of an attribute table (`extra`: an SQL expression, `retracted_tx` for history), values
@@ -1112,6 +1167,9 @@ pub enum Outcome {
 /// (distinct for relations and collections, Datomic's set semantics).
 pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     if plan.steps.iter().any(|s| snap.refused.contains(&s.attr)) {
+        return Outcome::General;
+    }
+    if plan.steps.iter().any(|s| snap.attr(s.attr).is_some_and(|a| !a.serves_as_of(plan.as_of))) {
         return Outcome::General;
     }
     let missing: Vec<Entid> = plan.steps.iter().map(|s| s.attr).filter(|a| snap.attr(*a).is_none()).collect();
@@ -1366,6 +1424,19 @@ mod tests {
         assert_eq!(entities(&m, 10), vec![1, 3, 4]);
     }
 
+    #[test]
+    fn a_read_in_keeps_the_latest_retractions_whole() {
+        let rows = |rtx: &[i64]| -> Vec<HistRow> { rtx.iter().map(|&r| (r, IKey::Int(0), 0, r)).collect() };
+        let kept = |rows: &[HistRow]| rows.iter().map(|r| r.3).collect::<Vec<_>>();
+        let (r, h) = recent_history(rows(&[5, 1, 9, 3, 7, 2, 8, 4, 6, 10]), 4);
+        assert_eq!((kept(&r), h), (vec![9, 7, 8, 10], 6));
+        // the rows of one tx are kept or left out together: fewer than `keep` rows then
+        let (r, h) = recent_history(rows(&[1, 1, 2, 2, 2, 3]), 2);
+        assert_eq!((kept(&r), h), (vec![3], 2));
+        let (r, h) = recent_history(rows(&[1, 2]), 2);
+        assert_eq!((kept(&r), h), (vec![1, 2], i64::MIN));
+    }
+
     /// Every assertion ever made: (e, v) -> [(tx, retracted tx)].
     type Log = std::collections::BTreeMap<(i64, i64), Vec<(i64, Option<i64>)>>;
 
@@ -1397,6 +1468,7 @@ mod tests {
         let mut a = idx(&log.keys().copied().collect::<Vec<_>>(), true);
         let live = |log: &Log, d: &(i64, i64)| log.get(d).and_then(|h| h.last()).is_some_and(|p| p.1.is_none());
         let (mut merges, mut runs, mut installs) = (0, 0, 0);
+        let (mut served, mut before_horizon) = (0, 0);
         for tx in 2..9000 {
             let (mut adds, mut retracts) = (Vec::new(), Vec::new());
             let mut touched = Vec::new();
@@ -1431,7 +1503,15 @@ mod tests {
             merges += usize::from(a.novelty() < before); // only a merge makes the novelty shrink
             runs = runs.max(a.hist.len());
             if tx % 197 == 0 || tx > 8990 {
-                for t in [None, Some(next(tx as u64) as i64), Some(tx)] {
+                // a random moment, one in the history the index keeps (the horizon moves as runs are dropped)
+                let recent = a.horizon.max(0) + next((tx - a.horizon.max(0)) as u64 + 1) as i64;
+                for t in [None, Some(next(tx as u64) as i64), Some(recent), Some(tx)] {
+                    if !a.serves_as_of(t) {
+                        assert!(t.is_some_and(|t| t < a.horizon), "only reads before the horizon are refused");
+                        before_horizon += 1;
+                        continue;
+                    }
+                    served += usize::from(t.is_some_and(|t| t < tx));
                     let seen = |d: &(i64, i64)| {
                         log[d].iter().any(|(at, rt)| match t {
                             None => rt.is_none(),
@@ -1459,6 +1539,10 @@ mod tests {
         }
         assert!(merges >= 10, "{merges} merges: the checks above must also have run on merged bases");
         assert!(runs >= 3, "{runs} history runs at most: the as-of checks must also have read several");
+        // the history is bounded: the oldest runs were dropped, and as-of reads of the past both before and after
+        // the horizon were asked
+        assert!(a.history_rows() <= a.history_bound(), "{} history rows kept", a.history_rows());
+        assert!(a.horizon > 0 && before_horizon >= 10 && served >= 50, "{before_horizon} refused, {served} served");
         assert!(!real_threads || installs >= 5, "{installs} merges waited for: the threads' bases must be installed");
     }
 }
