@@ -387,3 +387,48 @@ def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_p
     assert not errors, errors[:1]
     assert left < 16 << 20, f"the write-ahead log still holds {left} bytes beside the readers"
     assert q(con, "[:find (count ?e) . :where [?e :u/email _]]") == [(100 + 2000 * k,)]
+
+
+def test_random_transactions_with_the_staging_tables_made_again_at_every_use_equal_one_by_one(tmp_path):
+    """The staging tables of a connection are dropped and made again every 256 uses (stage.rs `renew_tables`);
+    with MENTAT_STAGE_RENEW=1 at every borrow, the same random transactions in groups, the log's applies and the
+    reads between them give what the transactions one by one give."""
+    rng = random.Random(11)
+    txs = [random_tx(rng, i) for i in range(120)]
+    renewed = connect_with(tmp_path / "r.duckdb", MENTAT_STAGE_RENEW="1", MENTAT_LOG_IDLE_MS="5")
+    ref = serial_instance(tmp_path / "s.duckdb")
+    for con in (renewed, ref):
+        transact(con, SCHEMA)
+    warm_index(renewed)
+    rows = []
+    for start in range(0, len(txs), 10):
+        rows += many(renewed, txs[start:start + 10])
+        q(renewed, "[:find (count ?e) . :where [?e :u/email]]")
+    serial = one_by_one(ref, txs)
+    assert [(r["tx"], r["error"] is None) for r in rows] == [(t, e is None) for t, e in serial]
+    assert log(renewed) == log(ref)
+
+
+def test_staging_tables_made_again_give_back_their_memory(tmp_path):
+    """A temporary table emptied and filled again keeps memory DuckDB gives back only when it is dropped
+    (`IN_MEMORY_TABLE` in `duckdb_memory()`; a temporary database cannot be checkpointed). The same 300
+    transactions of 500 datoms in two instances, one never making its staging tables again
+    (MENTAT_STAGE_RENEW=0), one every 8 uses: after the log is applied and the database checkpointed, the second
+    holds less of that memory."""
+    def run(renew):
+        con = connect_with(tmp_path / f"m{renew}.duckdb", MENTAT_STAGE_RENEW=renew, MENTAT_LOG_IDLE_MS="5")
+        users(con, 500)
+        for k in range(150):
+            for added in (True, False):
+                op = ":db/add" if added else ":db/retract"
+                transact(con, "[" + " ".join(f'[{op} [:u/email "u{i}@x"] :u/tag "t{k}"]' for i in range(500)) + "]")
+        con.execute("SELECT * FROM mentat_sync()").fetchall()
+        con.execute("CHECKPOINT")
+        held = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
+                           "WHERE tag = 'IN_MEMORY_TABLE'").fetchone()[0]
+        assert q(con, "[:find (count ?t) . :where [_ :u/tag ?t]]") in ([(0,)], [(None,)], [])
+        con.close()
+        return held
+
+    never, renewed = run("0"), run("8")
+    assert renewed < never * 0.7, (renewed, never)

@@ -23,6 +23,8 @@ pub const WAIT: Duration = Duration::from_secs(60);
 pub struct Pool {
     free: Mutex<Vec<Zoned>>,
     available: Condvar,
+    /// Borrows after which a connection's staging tables are made again (0: never; [`storage::stage::renew_after`]).
+    renew: u32,
 }
 
 /// A connection, the `TimeZone` it was last set to (None: never set, the database's default), and whether its
@@ -31,6 +33,8 @@ struct Zoned {
     conn: Connection,
     zone: Option<String>,
     staged: bool,
+    /// Borrows since its staging tables were made ([`storage::stage::renew_after`]).
+    uses: u32,
 }
 
 /// A borrowed connection, returned to the pool on drop.
@@ -53,8 +57,8 @@ impl Pool {
             free.push(first.try_clone()?);
         }
         free.push(first);
-        let free = free.into_iter().map(|conn| Zoned { conn, zone: None, staged: false }).collect();
-        Ok(Pool { free: Mutex::new(free), available: Condvar::new() })
+        let free = free.into_iter().map(|conn| Zoned { conn, zone: None, staged: false, uses: 0 }).collect();
+        Ok(Pool { free: Mutex::new(free), available: Condvar::new(), renew: storage::stage::renew_after() })
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Zoned>> {
@@ -69,7 +73,8 @@ impl Pool {
     }
 
     /// Borrows a connection, waiting up to [`WAIT`] for one. A connection borrowed for the first time gets its
-    /// staging tables first (an error of DuckDB's creating them is returned, and the connection goes back).
+    /// staging tables first, and every [`storage::stage::renew_after`] borrows they are made again (an error of
+    /// DuckDB's making them is returned, and the connection goes back).
     pub fn get(&self) -> Result<PooledConnection<'_>, String> {
         let mut free = self.lock();
         let deadline = std::time::Instant::now() + WAIT;
@@ -78,11 +83,17 @@ impl Pool {
                 drop(free);
                 let mut borrowed = PooledConnection { pool: self, conn: Some(conn), watch: None };
                 let zoned = borrowed.conn.as_mut().ok_or("no connection")?;
-                if !zoned.staged {
-                    storage::stage::ensure_tables(&zoned.conn)
-                        .map_err(|e| format!("mentat could not ready its connection: {e}"))?;
+                if !zoned.staged || (self.renew > 0 && zoned.uses >= self.renew) {
+                    let ready = if zoned.staged {
+                        storage::stage::renew_tables(&zoned.conn)
+                    } else {
+                        storage::stage::ensure_tables(&zoned.conn)
+                    };
+                    ready.map_err(|e| format!("mentat could not ready its connection: {e}"))?;
                     zoned.staged = true;
+                    zoned.uses = 0;
                 }
+                zoned.uses += 1;
                 return Ok(borrowed);
             }
             let now = std::time::Instant::now();

@@ -517,7 +517,8 @@ impl Indexer {
         let shared = waiting.clone();
         // the indexer applies logs with the transactor's writer, which stages larger sets in temporary tables
         crate::stage::ensure_tables(&conn).map_err(|e| std::io::Error::other(e.to_string()))?;
-        std::thread::Builder::new().name("mentat-indexer".into()).spawn(move || run(conn, &shared, &idle))?;
+        let renew = crate::stage::renew_after();
+        std::thread::Builder::new().name("mentat-indexer".into()).spawn(move || run(conn, &shared, &idle, renew))?;
         Ok(Indexer { waiting, idle })
     }
 
@@ -537,8 +538,10 @@ impl Indexer {
     }
 }
 
-fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration) {
+fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration, renew: u32) {
     let (m, wake) = waiting;
+    // passes since the connection's staging tables were made (made again after `renew`, 0: never)
+    let mut uses = 0;
     let mut w = m.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         let now = Instant::now();
@@ -555,6 +558,11 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration) {
         drop(w);
         // stores to come back to, and when
         let mut again: Vec<(Arc<Store>, Instant)> = Vec::new();
+        uses += 1;
+        if renew > 0 && uses >= renew {
+            uses = 0;
+            let _ = background(|| crate::stage::renew_tables(&conn));
+        }
         for store in stores {
             let ran = background(|| {
                 // a group being written is no idle store: try again once it has been idle for a while (waiting
