@@ -375,7 +375,7 @@ type Batch = Arc<Vec<Op>>;
 #[derive(Debug, Default)]
 struct Merge {
     done: Mutex<Option<Base>>,
-    /// The merge's thread panicked: the next apply merges at once instead.
+    /// The merge panicked: the next apply merges at once instead.
     failed: std::sync::atomic::AtomicBool,
     #[cfg(test)]
     frozen: Mutex<Option<AttrIndex>>,
@@ -390,7 +390,7 @@ const BACKGROUND_MERGE_ROWS: usize = 1;
 
 #[cfg(test)]
 thread_local! {
-    /// Set by a unit test that runs the merges on their threads, as the extension does, instead of the stand-in.
+    /// Set by a unit test that runs the merges on rayon's pool, as the extension does, instead of the stand-in.
     static REAL_MERGE_THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -636,7 +636,7 @@ impl AttrIndex {
     ///
     /// Merges run beside the writer (Datomic's indexing job, an LSM tree's compaction): when the novelty passes
     /// its bound, a large attribute's base and novelty as they are now (persistent, so the copy is O(1)) are
-    /// merged on a thread of their own, and the writer goes on adding to the novelty, keeping each batch it adds
+    /// merged on another thread ([`AttrIndex::start_merge`]), and the writer goes on adding to the novelty, keeping each batch it adds
     /// meanwhile. The first apply after the merge is done installs it: the new base, the history runs as they
     /// are, and the kept batches replayed into an empty novelty (the same reads as the base and novelty it
     /// replaces: a base row retracted or asserted again since is in the novelty either way). Readers never see a
@@ -695,8 +695,12 @@ impl AttrIndex {
         next
     }
 
-    /// Starts merging this attribute's base and novelty into a new base on a thread of its own, which leaves it
-    /// in `merge` (or, where no thread can be started, merges now).
+    /// Starts merging this attribute's base and novelty into a new base on rayon's pool, which leaves it in
+    /// `merge`. Not a thread of its own per merge, as first built (fe51fef): glibc's malloc gives a new thread an
+    /// arena of its own (up to eight per core), and each merge's new arrays went to one while the old ones were
+    /// freed in another, where the free memory stayed; in 4-minute soaks at scale s (`benchmarks/py/soak.py`,
+    /// 2026-12-03) the arenas' free memory grew from 108-122 to 185-187 MB with a thread per merge and stayed at
+    /// 87 to 94 MB on the pool's threads.
     fn start_merge(&self, merge: &Arc<Merge>) {
         let frozen = self.clone();
         #[cfg(test)]
@@ -705,15 +709,10 @@ impl AttrIndex {
             return;
         }
         let slot = merge.clone();
-        let spawned = std::thread::Builder::new().name("mentat-merge".into()).spawn(move || {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frozen.merged_base())) {
-                Ok(base) => *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base),
-                Err(_) => slot.failed.store(true, AtomicOrdering::Release),
-            }
+        rayon::spawn(move || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frozen.merged_base())) {
+            Ok(base) => *slot.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(base),
+            Err(_) => slot.failed.store(true, AtomicOrdering::Release),
         });
-        if spawned.is_err() {
-            *merge.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.merged_base());
-        }
     }
 
     /// Applies `ops` to the novelty maps, pushing each retraction's history row onto `retracted`.
@@ -1445,7 +1444,7 @@ mod tests {
         random_writes_match_a_plain_model(false);
     }
 
-    /// The same writes with every merge on a thread of its own, as in the extension: installs happen whenever a
+    /// The same writes with every merge on rayon's pool, as in the extension: installs happen whenever a
     /// thread is done, and every 64th transaction waits for the running merge so that installs surely happen.
     #[test]
     fn random_writes_match_a_plain_model_with_merges_on_their_threads() {
