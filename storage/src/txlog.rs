@@ -125,7 +125,7 @@ struct LogState {
     /// DuckDB's write-ahead log of the store's database file (None: an in-memory database, or one mentat does not
     /// write), which the indexer checkpoints once it passes [`CHECKPOINT_WAL_BYTES`].
     wal: Option<std::path::PathBuf>,
-    /// A checkpoint failed: none is tried again before this moment.
+    /// The last checkpoint tried: none is tried again before this moment.
     checkpoint_after: Option<Instant>,
     /// The log id was made by the open transaction: a rollback takes it back, and the file opened with it.
     id_open: bool,
@@ -599,9 +599,9 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration, r
 /// `checkpoint_threshold` (16 MiB).
 pub const CHECKPOINT_WAL_BYTES: u64 = 16 << 20;
 
-/// How long the indexer tries a checkpoint that DuckDB refuses (a write transaction of another client is open),
-/// and how long it then waits before trying again.
+/// How long the indexer keeps trying a checkpoint that DuckDB refuses (another write transaction is open).
 const CHECKPOINT_TRY: Duration = Duration::from_millis(50);
+/// How long after a checkpoint tried (done or refused) the indexer tries the next one at the earliest.
 const CHECKPOINT_RETRY: Duration = Duration::from_secs(2);
 
 /// Checkpoints the database of `store` (DuckDB's `CHECKPOINT`: the write-ahead log written into the database
@@ -612,9 +612,9 @@ const CHECKPOINT_RETRY: Duration = Duration::from_secs(2);
 /// of it table data not yet checkpointed (`IN_MEMORY_TABLE` in `duckdb_memory()`, which a checkpoint empties).
 /// An explicit `CHECKPOINT` is refused the same way now and then (two of five attempts in a 4-minute soak, each
 /// after 0.5 s of retries, 2026-12-03), so the indexer retries for [`CHECKPOINT_TRY`] and otherwise leaves it for
-/// [`CHECKPOINT_RETRY`]; a checkpoint took 50 to 170 ms at scale s. Not `FORCE CHECKPOINT`, which stops new transactions from starting while it
-/// waits for the open ones: a mentat call whose outer statement is open and whose own connection must begin a
-/// transaction would wait for it forever.
+/// [`CHECKPOINT_RETRY`]; a checkpoint took 50 to 170 ms at scale s. Not `FORCE CHECKPOINT`, which stops new
+/// transactions from starting while it waits for the open ones: a mentat call whose outer statement is open and
+/// whose own connection must begin a transaction would wait for it forever.
 fn checkpoint(conn: &Connection, store: &Store) -> Result<()> {
     let sql = match &store.name.catalog {
         Some(c) => format!("CHECKPOINT {}", planner::layout::quote_ident(c)),
