@@ -202,7 +202,8 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         heap[w] = malloc_mb()
         if tracemalloc.is_tracing():
             say(f"  (python objects traced: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB)")
-        tags = probe.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0").fetchall()
+        tags = probe.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory() "
+                             "WHERE memory_usage_bytes > 0").fetchall()
         duck_tags[w] = {t: round(b / 2**20, 1) for t, b in tags}
         duck[w] = sum(b for _, b in tags) / 2**20
         index[w] = (probe.execute("SELECT sum(bytes) FROM mentat_entity_index()").fetchall()[0][0] or 0) / 2**20

@@ -764,7 +764,7 @@ impl AttrIndex {
     /// row retracted after the new horizon. Measured in the soak (`benchmarks/py/soak.py`, 2026-12-03): a writer
     /// labelling and unlabelling issues retracted 1.9M labels in 10 minutes, and the index grew from 58 to 143 MB.
     fn history_bound(&self) -> usize {
-        HISTORY_MIN_ROWS.max(self.base.e.len())
+        history_bound_for(self.base.e.len())
     }
 
     /// Whether this attribute's index answers reads as of `as_of` (None: now): every history row that can be
@@ -1083,8 +1083,7 @@ impl EntityIndex {
         }
         let order = has_value_order(a);
         let base = Base::from_rows(rows.into_iter().map(|(e, v, tx, _)| (e, v, tx)).collect(), order);
-        let keep = HISTORY_MIN_ROWS.max(base.e.len());
-        let (hist, horizon) = recent_history(hist, keep);
+        let (hist, horizon) = recent_history(hist, history_bound_for(base.e.len()));
         let mut index = AttrIndex::new(base, Arc::new(Hist::new(hist, order)), order);
         index.horizon = horizon;
         let mut next = (*self.snapshot()).clone();
@@ -1093,6 +1092,11 @@ impl EntityIndex {
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
         Ok(true)
     }
+}
+
+/// History rows an attribute of `current` datoms keeps ([`AttrIndex::history_bound`]).
+fn history_bound_for(current: usize) -> usize {
+    HISTORY_MIN_ROWS.max(current)
 }
 
 /// The history rows of the latest retraction txs, `keep` rows or fewer (whole txs only), and the horizon: the
