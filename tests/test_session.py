@@ -5,6 +5,7 @@ same session (its own casts, its own catalogs) or from the data the test wrote."
 import datetime
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import threading
@@ -297,6 +298,136 @@ def test_ctrl_c_in_the_cli_stops_a_long_query(tmp_path):
     # the same query uninterrupted takes several seconds (test_an_interrupt_stops_a_long_query_promptly)
     assert took < 1.5 + 1.5, took
 
+
+
+class TerminalCli:
+    """The DuckDB CLI run interactively on a pseudo-terminal, as a user at a terminal runs it. The terminal is the
+    CLI's controlling terminal, so the Ctrl-C typed into it (byte 0x03) is turned into SIGINT by the kernel's line
+    discipline, exactly as at a keyboard; the CLI then stops the running statement and prompts again."""
+
+    PROMPT = b"mentat> "
+
+    def __init__(self, db):
+        import fcntl
+        import pty
+        import termios
+
+        def controlling_terminal():
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.master, slave = pty.openpty()
+        # a Ctrl-C that comes before the CLI has read the typed line would discard it (the terminal flushes its
+        # input on an interrupt): NOFLSH keeps it, so that every line typed runs
+        attrs = termios.tcgetattr(slave)
+        attrs[3] |= termios.NOFLSH
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        # -dark-mode and TERM=dumb: no terminal queries (colour, cursor position) that nobody would answer
+        self.proc = subprocess.Popen([str(cli_binary()), "-unsigned", "-csv", "-dark-mode", str(db)],
+                                     env={**os.environ, "TERM": "dumb"}, stdin=slave, stdout=slave, stderr=slave,
+                                     preexec_fn=controlling_terminal, close_fds=True)
+        os.close(slave)
+        self._read_until(b"D ")
+        self.run(f".prompt '{self.PROMPT.decode()}'")
+        assert self.run(f"LOAD '{EXT}';")[0] == []
+
+    def _read_until(self, end, timeout=300):
+        import select
+        buf, deadline = b"", time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if select.select([self.master], [], [], 0.05)[0]:
+                buf += os.read(self.master, 1 << 16)
+                if buf.replace(b"^C", b"").endswith(end):  # a Ctrl-C after the statement ended echoes at the prompt
+                    return buf.replace(b"^C", b"")
+        raise AssertionError(f"no prompt from the CLI after {timeout} s: {buf[-2000:]!r}")
+
+    def run(self, sql, ctrl_c_after=None):
+        """Types `sql` and Enter, then Ctrl-C `ctrl_c_after` seconds later if given: (lines printed, seconds until
+        the prompt came back). The echo of the typed line and of ^C is left out."""
+        start = time.monotonic()
+        os.write(self.master, sql.encode() + b"\n")
+        if ctrl_c_after is not None:
+            time.sleep(ctrl_c_after)
+            os.write(self.master, b"\x03")
+        out = self._read_until(self.PROMPT)
+        took = time.monotonic() - start
+        text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out[:-len(self.PROMPT)].decode())  # terminal control codes
+        lines = [l for l in text.splitlines() if l.strip()]
+        assert lines and lines[0].startswith(sql[:20]), lines  # the echo
+        return lines[1:], took
+
+    def close(self):
+        os.write(self.master, b".quit\n")
+        self.proc.wait(timeout=60)
+        os.close(self.master)
+
+
+def test_ctrl_c_at_the_cli_prompt_stops_an_import_a_transaction_and_an_export(tmp_path):
+    db = tmp_path / "cli.duckdb"
+    cli = TerminalCli(db)
+    try:
+        # three attributes of three datoms, one :db/unique, the :db/txInstant
+        assert cli.run(f"SELECT datoms FROM mentat_transact('{KEY}');")[0] == ["datoms", "11"]
+
+        def count(attr):
+            found = cli.run(f"SELECT * FROM mentat_q('[:find (count ?e) . :where [?e {attr}]]');")[0]
+            assert found[0] == "count_e", found
+            return int(found[1]) if len(found) > 1 else 0  # a count over no rows is no row (Datomic: nil)
+
+        # an import: an interrupted one writes nothing, a finished one everything
+        n, expected, stopped = 2_000_000, 0, []
+        for attempt, after in enumerate((0.05, 0.2, 0.5, 1.0)):
+            out, took = cli.run(f"""SELECT entities FROM mentat_import('SELECT ''i{attempt}-'' || i AS ":f/key", """
+                                f"""i AS ":f/n" FROM range({n}) t(i)');""", after)
+            if out:
+                assert out == ["entities", str(n)], out
+                expected += n
+            else:
+                stopped.append(after)
+                assert took < after + 3.0, (after, took)
+            assert count(":f/key") == expected, (after, out)
+        assert stopped, "no Ctrl-C reached a running import"
+
+        # a large transaction, its EDN built by DuckDB itself into a session variable
+        n, stopped = 150_000, []
+        for attempt, after in enumerate((0.1, 0.3, 0.8)):
+            cli.run(f"""SET VARIABLE edn = (SELECT '[' || string_agg('{{:f/key "t{attempt}-' || i || '" :f/n ' """
+                    f"""|| i || '}}', ' ') || ']' FROM range({n}) t(i));""")
+            out, took = cli.run("SELECT datoms FROM mentat_transact(getvariable('edn'));", after)
+            if out:
+                assert out == ["datoms", str(2 * n + 1)], out
+                expected += n
+            else:
+                stopped.append(after)
+            assert count(":f/key") == expected, (after, out)
+        assert stopped, "no Ctrl-C reached a running transaction"
+
+        # an export: an interrupted one leaves no file behind (not even its staging directory)
+        stopped = []
+        for attempt, after in enumerate((0.01, 0.03, 0.1)):
+            out_dir = tmp_path / f"export{attempt}"
+            out, took = cli.run(f"SELECT files FROM mentat_export('{out_dir}');", after)
+            files = sorted(p.name for p in out_dir.iterdir()) if out_dir.exists() else []
+            if out:
+                assert "manifest.json" in files and len([f for f in files if f.endswith(".parquet")]) == int(out[1])
+            else:
+                stopped.append(after)
+                assert files == [], (after, files)
+        assert stopped, "no Ctrl-C reached a running export"
+        # the session goes on: the store answers and takes writes
+        assert cli.run("SELECT datoms FROM mentat_transact('[{:f/key \"after\" :f/n 1}]');")[0] == ["datoms", "3"]
+        assert count(":f/key") == expected + 1
+    finally:
+        cli.close()
+    # and what the session committed is what a fresh process reads from the file
+    code, out, err = cli_once(db, "SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/key]]');")
+    assert code == 0 and out.split() == ["count_e", str(expected + 1)], (out, err)
+
+
+def cli_once(db, sql):
+    p = subprocess.run([str(cli_binary()), "-unsigned", "-csv", str(db)], input=f"LOAD '{EXT}';\n{sql}\n",
+                       capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
 
 # ------------------------------------------------------------------------------------ catalogs that change
 

@@ -101,9 +101,10 @@ fn path_in(dir: &str, path: &str) -> String {
 /// prunes old snapshots yet). An unchanged store (same basis tx) writes nothing.
 ///
 /// The files are written into a staging directory inside `dir` and renamed into place only once all of them are
-/// written and the caller has not interrupted the call, the manifest last, so that an export that fails (or is
-/// interrupted) leaves `dir` as it was. Errors: [`StorageError::DuckDb`] when a file cannot be written,
-/// [`StorageError::Interrupted`], [`StorageError::Store`] for a manifest of another format version.
+/// written and the call has passed its commit point uninterrupted ([`crate::interrupt::committing`]), the manifest
+/// last, so that an export that fails (or is interrupted) leaves `dir` as it was. Errors: [`StorageError::DuckDb`]
+/// when a file cannot be written, [`StorageError::Interrupted`], [`StorageError::Store`] for a manifest of another
+/// format version.
 pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetReport> {
     std::fs::create_dir_all(dir).map_err(|e| StorageError::Store(format!("cannot create {dir}: {e}")))?;
     let previous = read_snapshot(dir)?;
@@ -130,13 +131,19 @@ pub fn export(conn: &Connection, store: &Store, dir: &str) -> Result<ParquetRepo
         let staged = format!("{staging}/{kept}");
         std::fs::write(&staged, &manifest).map_err(|e| StorageError::Store(format!("cannot write {staged}: {e}")))?;
         let base = dir.trim_end_matches('/');
-        for path in tables.iter().filter(|w| w.new).map(|w| &w.path).chain([&kept]) {
-            let (from, to) = (format!("{staging}/{path}"), format!("{base}/{path}"));
-            std::fs::rename(&from, &to).map_err(|e| StorageError::Store(format!("cannot move {from} to {to}: {e}")))?;
-        }
-        // last: a reader that finds the new manifest finds every file it names
-        let to = format!("{base}/{MANIFEST}");
-        std::fs::rename(&tmp, &to).map_err(|e| StorageError::Store(format!("cannot move {tmp} to {to}: {e}")))?;
+        // the renames are the export's commit: past the commit point, an interrupt is too late for it and held
+        // back, so that a call that reports an error has moved nothing into `dir`
+        let renames = || -> Result<()> {
+            for path in tables.iter().filter(|w| w.new).map(|w| &w.path).chain([&kept]) {
+                let (from, to) = (format!("{staging}/{path}"), format!("{base}/{path}"));
+                std::fs::rename(&from, &to)
+                    .map_err(|e| StorageError::Store(format!("cannot move {from} to {to}: {e}")))?;
+            }
+            // last: a reader that finds the new manifest finds every file it names
+            let to = format!("{base}/{MANIFEST}");
+            std::fs::rename(&tmp, &to).map_err(|e| StorageError::Store(format!("cannot move {tmp} to {to}: {e}")))
+        };
+        crate::interrupt::committing(renames).unwrap_or(Err(StorageError::Interrupted))?;
         Ok(report)
     });
     let _ = std::fs::remove_dir_all(&staging);
