@@ -322,14 +322,20 @@ pub fn compile_pull_held(
     })
 }
 
-/// The probe of a wildcard pattern: `SELECT a` over the attributes (every attribute of the schema) that any
-/// entity of a `*` level holds, one EXISTS per attribute.
+/// The probe of a wildcard pattern: `SELECT DISTINCT a` over the attributes (every attribute of the schema) that
+/// any entity of a `*` level holds: one UNION ALL of `(a, e)` over every attribute's table, kept where `e` is one of
+/// those entities.
+///
+/// Measured (2026-12-03, prepared statements executed again, so that planning is left out): an EXISTS per
+/// attribute, each its own join with the entities, cost 18.7 ms for one entity of a 44-attribute store of a few
+/// datoms, against 4.7 ms for this one filter over the union; on the 2.76 M datoms of scale s (22 attributes) 8.0
+/// against 5.7 ms for one entity and 16.4 against 7.7 ms for 100 (DuckDB pushes the filter into each table's scan).
 fn held_sql(c: &Compiler, schema: &Schema) -> Result<String, PlanError> {
     let ids: Vec<String> = c.wild_ids.iter().map(|w| format!("SELECT e FROM {w}")).collect();
     let mut branches = Vec::new();
     for a in schema.attributes() {
         branches.push(format!(
-            "SELECT CAST({} AS BIGINT) AS a WHERE EXISTS (SELECT 1 FROM {} AS d JOIN pull_held AS h ON d.e = h.e)",
+            "SELECT CAST({} AS BIGINT) AS a, d.e AS e FROM {} AS d",
             a.entid,
             source_sql(&c.ctx, a.entid)?
         ));
@@ -337,17 +343,9 @@ fn held_sql(c: &Compiler, schema: &Schema) -> Result<String, PlanError> {
     let mut ctes = c.ctes.clone();
     ctes.push(format!("pull_held AS{} ({})", hint(c.dialect, true), ids.join(" UNION ")));
     Ok(format!(
-        "{}
-{}",
-        ctes.join(
-            ",
-"
-        ),
-        branches.join(
-            "
-UNION ALL
-"
-        )
+        "{}\nSELECT DISTINCT h.a AS a FROM (\n{}\n) AS h WHERE h.e IN (SELECT e FROM pull_held)",
+        ctes.join(",\n"),
+        branches.join("\nUNION ALL\n")
     ))
 }
 
