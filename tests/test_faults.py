@@ -517,3 +517,48 @@ def test_interrupts_at_any_moment_leave_every_pooled_connection_usable(con):
     assert errors == []
     assert count() == [(written + n,)]
 
+
+
+# ------------------------------------------------------------------------ a store dropped under mentat's threads
+
+DROP_AND_EXIT = textwrap.dedent("""
+    import sys
+    import duckdb
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{sys.argv[1]}'")
+    for k in range(int(sys.argv[2])):
+        s = f"s{k}"
+        con.execute("SELECT * FROM mentat_transact(?, store := ?)", [sys.argv[3], s]).fetchall()
+        for i in range(5):
+            con.execute("SELECT * FROM mentat_transact(?, store := ?)", [f'[{{:f/key "k{i}" :f/n {i}}}]', s]).fetchall()
+        con.execute(f"DROP SCHEMA {s} CASCADE")
+    con.close()
+""")
+
+
+def test_stores_dropped_under_the_indexer_leave_the_interpreter_to_exit_cleanly(tmp_path):
+    # Each store's small transactions ask the indexer (a thread of mentat's) to read their attributes in; the store
+    # is dropped at once, so the read-in names tables that are gone. DuckDB's Python client then looked the names up
+    # among Python's variables, taking the GIL from mentat's thread: during the interpreter's shutdown Python ends
+    # such a thread, and the process aborted ("FATAL: exception not rethrown", exit code 134) in 2 of 10 runs of
+    # this script on the build before the fix (in 2 of 8 of the differential transaction runs). mentat's own
+    # connections now have the Python client's replacement scans off.
+    script = tmp_path / "drop_and_exit.py"
+    script.write_text(DROP_AND_EXIT)
+    failed = []
+    for run in range(8):
+        p = subprocess.run([sys.executable, str(script), str(EXT), "30", SCHEMA], capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            failed.append((run, p.returncode, p.stderr[-400:]))
+    assert failed == []
+
+
+def test_mentats_own_connections_do_not_look_up_python_variables(con):
+    # mentat_import runs the source query on one of mentat's pooled connections: there the setting is off
+    transact(con, SCHEMA)
+    imported = rows(con, """SELECT entities FROM mentat_import('SELECT ''x'' AS ":f/key", 1 AS ":f/n"
+                            WHERE NOT current_setting(''python_enable_replacements'')')""")
+    assert imported == [(1,)]
+    # and the caller's own connection keeps DuckDB's default
+    assert rows(con, "SELECT current_setting('python_enable_replacements')") == [(True,)]

@@ -123,7 +123,9 @@ unsafe fn init(
     let con = Connection::open_from_raw((*db).cast())?;
     let registrar = con.try_clone()?;
     let stores = storage::store::Registry::default();
-    let indexer = storage::txlog::Indexer::start(con.try_clone()?, stores.log.idle)?;
+    let indexer_conn = con.try_clone()?;
+    pool::no_host_replacements(&indexer_conn);
+    let indexer = storage::txlog::Indexer::start(indexer_conn, stores.log.idle)?;
     let default_catalog: String = con.query_row("SELECT current_database()", [], |r| r.get(0))?;
     session::calibrate(*db);
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);

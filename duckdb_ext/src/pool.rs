@@ -45,6 +45,23 @@ pub struct PooledConnection<'p> {
     watch: Option<crate::session::Watch>,
 }
 
+/// The statement that turns the Python client's replacement scans off on one of mentat's own connections (see
+/// [`no_host_replacements`]).
+pub const NO_PYTHON_REPLACEMENTS: &std::ffi::CStr = c"SET python_enable_replacements = false";
+
+/// Turns the host's replacement scans off on one of mentat's own connections, where the host has them.
+///
+/// DuckDB's Python client looks up a table name that the catalog does not hold among the Python variables of the
+/// caller's stack, and takes the GIL to do so. mentat's connections run on threads of their own (the indexer, a
+/// background read-in) and name only mentat's tables; a table dropped under them (`DROP SCHEMA ... CASCADE` of a
+/// store) sent such a lookup into Python from a thread that Python does not know, which during the interpreter's
+/// shutdown aborted the process ("FATAL: exception not rethrown": Python ends a thread that asks for the GIL then,
+/// and DuckDB's binder catches the unwinding). With the lookup off, the statement fails with DuckDB's own "table
+/// does not exist". Elsewhere (the CLI, the C API) the setting does not exist and nothing is done.
+pub fn no_host_replacements(conn: &Connection) {
+    let _ = conn.execute_batch(NO_PYTHON_REPLACEMENTS.to_str().unwrap_or_default());
+}
+
 impl Pool {
     /// Opens `size` connections next to `first` (which is kept too).
     ///
@@ -57,6 +74,9 @@ impl Pool {
             free.push(first.try_clone()?);
         }
         free.push(first);
+        for conn in &free {
+            no_host_replacements(conn);
+        }
         let free = free.into_iter().map(|conn| Zoned { conn, zone: None, staged: false, uses: 0 }).collect();
         Ok(Pool { free: Mutex::new(free), available: Condvar::new(), renew: storage::stage::renew_after() })
     }

@@ -96,6 +96,10 @@ impl RawPool {
             if ffi::duckdb_connect(db, &mut c) != ffi::DuckDBSuccess {
                 return Err("mentat could not open a connection to the database".into());
             }
+            // see crate::pool::no_host_replacements; an error (no such setting) is left unread
+            let mut result: ffi::duckdb_result = std::mem::zeroed();
+            let _ = ffi::duckdb_query(c, crate::pool::NO_PYTHON_REPLACEMENTS.as_ptr(), &mut result);
+            ffi::duckdb_destroy_result(&mut result);
             free.push(RawConn { conn: c, cache: Default::default(), uses: 0, zone: None });
         }
         Ok(RawPool { free: Mutex::new(free), available: Condvar::new() })
