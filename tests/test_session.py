@@ -16,7 +16,7 @@ import zoneinfo
 import duckdb
 import pytest
 
-from conftest import EXT, connect, q, rows, transact
+from conftest import EXT, cli, connect, q, rows, transact
 
 KEY = ("[{:db/ident :f/key :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
        ":db/unique :db.unique/identity} "
@@ -365,13 +365,13 @@ class TerminalCli:
 
 def test_ctrl_c_at_the_cli_prompt_stops_an_import_a_transaction_and_an_export(tmp_path):
     db = tmp_path / "cli.duckdb"
-    cli = TerminalCli(db)
+    term = TerminalCli(db)
     try:
         # three attributes of three datoms, one :db/unique, the :db/txInstant
-        assert cli.run(f"SELECT datoms FROM mentat_transact('{KEY}');")[0] == ["datoms", "11"]
+        assert term.run(f"SELECT datoms FROM mentat_transact('{KEY}');")[0] == ["datoms", "11"]
 
         def count(attr):
-            found = cli.run(f"SELECT * FROM mentat_q('[:find (count ?e) . :where [?e {attr}]]');")[0]
+            found = term.run(f"SELECT * FROM mentat_q('[:find (count ?e) . :where [?e {attr}]]');")[0]
             assert found[0] == "count_e", found
             return int(found[1]) if len(found) > 1 else 0  # a count over no rows is no row (Datomic: nil)
 
@@ -396,7 +396,7 @@ def test_ctrl_c_at_the_cli_prompt_stops_an_import_a_transaction_and_an_export(tm
         # an import
         n, stopped = 2_000_000, []
         for attempt, after in enumerate((0.05, 0.2, 0.5, 1.0)):
-            out, took = cli.run(f"""SELECT entities FROM mentat_import('SELECT ''i{attempt}-'' || i AS ":f/key", """
+            out, took = term.run(f"""SELECT entities FROM mentat_import('SELECT ''i{attempt}-'' || i AS ":f/key", """
                                 f"""i AS ":f/n" FROM range({n}) t(i)');""", after)
             if outcome(out, n, ["entities", str(n)], f"import, Ctrl-C after {after} s"):
                 stopped.append(after)
@@ -406,9 +406,9 @@ def test_ctrl_c_at_the_cli_prompt_stops_an_import_a_transaction_and_an_export(tm
         # a large transaction, its EDN built by DuckDB itself into a session variable
         n, stopped = 150_000, []
         for attempt, after in enumerate((0.1, 0.3, 0.8)):
-            cli.run(f"""SET VARIABLE edn = (SELECT '[' || string_agg('{{:f/key "t{attempt}-' || i || '" :f/n ' """
+            term.run(f"""SET VARIABLE edn = (SELECT '[' || string_agg('{{:f/key "t{attempt}-' || i || '" :f/n ' """
                     f"""|| i || '}}', ' ') || ']' FROM range({n}) t(i));""")
-            out, took = cli.run("SELECT datoms FROM mentat_transact(getvariable('edn'));", after)
+            out, took = term.run("SELECT datoms FROM mentat_transact(getvariable('edn'));", after)
             if outcome(out, n, ["datoms", str(2 * n + 1)], f"transaction, Ctrl-C after {after} s"):
                 stopped.append(after)
         assert stopped, "no Ctrl-C reached a running transaction"
@@ -418,7 +418,7 @@ def test_ctrl_c_at_the_cli_prompt_stops_an_import_a_transaction_and_an_export(tm
         stopped = []
         for attempt, after in enumerate((0.01, 0.03, 0.1)):
             out_dir = tmp_path / f"export{attempt}"
-            out, took = cli.run(f"SELECT files FROM mentat_export('{out_dir}');", after)
+            out, took = term.run(f"SELECT files FROM mentat_export('{out_dir}');", after)
             files = sorted(p.name for p in out_dir.iterdir()) if out_dir.exists() else []
             if files:
                 assert "manifest.json" in files, files
@@ -430,12 +430,12 @@ def test_ctrl_c_at_the_cli_prompt_stops_an_import_a_transaction_and_an_export(tm
                 stopped.append(after)
         assert stopped, "no Ctrl-C reached a running export"
         # the session goes on: the store answers and takes writes
-        assert cli.run("SELECT datoms FROM mentat_transact('[{:f/key \"after\" :f/n 1}]');")[0] == ["datoms", "3"]
+        assert term.run("SELECT datoms FROM mentat_transact('[{:f/key \"after\" :f/n 1}]');")[0] == ["datoms", "3"]
         assert count(":f/key") == expected + 1
     finally:
-        cli.close()
+        term.close()
     # and what the session committed is what a fresh process reads from the file
-    code, out, err = cli_once(db, "SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/key]]');")
+    code, out, err = cli("SELECT * FROM mentat_q('[:find (count ?e) . :where [?e :f/key]]');", db)
     assert code == 0 and out.split() == ["count_e", str(expected + 1)], (out, err)
 
 
@@ -443,11 +443,6 @@ def manifest_files(manifest):
     """The table files an export's manifest names."""
     return [f["path"] for f in manifest["files"]]
 
-
-def cli_once(db, sql):
-    p = subprocess.run([str(cli_binary()), "-unsigned", "-csv", str(db)], input=f"LOAD '{EXT}';\n{sql}\n",
-                       capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
 
 # ------------------------------------------------------------------------------------ catalogs that change
 
