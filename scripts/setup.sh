@@ -26,6 +26,12 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] && ! ls /var/lib/apt/list
   echo "setup: apt-get update -o Acquire::Languages=en"
   apt-get update -qq -o Acquire::Languages=en >/dev/null || echo "setup: apt-get update failed; the Debian tests will skip"
 fi
+# mimalloc (the extension's allocator, `storage/README.md` "Allocation") is C that cargo compiles with the
+# system's C compiler.
+if ! command -v cc >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "setup: apt-get install gcc"
+  apt-get install -y -qq gcc >/dev/null || echo "setup: apt-get install gcc failed"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
 cmake --build build
 ls -l build/mentat.duckdb_extension
