@@ -1,6 +1,7 @@
 """Runs generated inputs through both engines and compares the answers (see __init__.py for the rules)."""
 import datetime as dt
 import json
+import multiprocessing
 import random
 import re
 import sys
@@ -478,3 +479,37 @@ def describe(kind, info):
             lines.append(f"{k}: {v!r}"[:3000])
     return "\n".join(lines)
 
+
+# job j > 0 draws its databases from this seed: far from any seed a person would pick next
+JOB_SEED_STRIDE = 1_000_003
+
+
+def job_seed(seed, j):
+    """The seed of job `j` of a run with `--seed seed` (job 0 is the run `--jobs 1` would make)."""
+    return seed + j * JOB_SEED_STRIDE
+
+
+def _job(args):
+    """One worker process of `--jobs`: its share of the pairs; what it found, in picklable form."""
+    pairs, seed, kinds, per_db, show = args
+    stats = run(pairs, seed, kinds=kinds, queries_per_db=per_db, progress=True)
+    counts = {k: getattr(stats, k) for k in ("pairs", "mismatches", "errors", "mentat_errors", "agreed", "dbs")}
+    return counts, [f"(seed {seed}) " + describe(kind, info) for kind, info in stats.examples[:show]]
+
+
+def run_jobs(pairs, seed, kinds, per_db, show, jobs):
+    """`run` split over `jobs` processes (each its own DuckDB and node), seeds from [`job_seed`]; the merged
+    Stats (wall time from the start) and the descriptions of the first mismatches."""
+    merged = Stats()
+    shares = [pairs // jobs + (1 if j < pairs % jobs else 0) for j in range(jobs)]
+    work = [(shares[j], job_seed(seed, j), kinds, per_db, show) for j in range(jobs)]
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        results = pool.map(_job, work)
+    shown = []
+    for counts, examples in results:
+        for name in ("pairs", "mismatches", "errors", "mentat_errors", "agreed"):
+            for kind, n in counts[name].items():
+                merged.add(getattr(merged, name), kind, n)
+        merged.dbs += counts["dbs"]
+        shown.extend(examples)
+    return merged, shown[:show]
