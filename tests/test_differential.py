@@ -52,3 +52,17 @@ def test_transaction_sequences_agree_with_datascript(datascript):
     # tempids, upserts by identity, lookup refs, nested component maps, retractions, :db/retractEntity,
     # cardinality-one replacement, unique-value conflicts: the same transactions fail, the same datoms remain
     check("tx", 200, seed=17)
+
+
+def test_jobs_split_the_pairs_and_add_up_what_each_job_found(datascript):
+    # --jobs 2 is the two runs --jobs 1 makes with the job seeds, counted together
+    merged, _ = harness.run_jobs(60, 17, ("tx",), 150, 3, 2, ext=str(EXT))
+    alone = [harness.run(30, harness.job_seed(17, j), kinds=("tx",), queries_per_db=150, ext=str(EXT))
+             for j in range(2)]
+    for name in ("pairs", "mismatches", "errors", "mentat_errors", "agreed"):
+        want = {}
+        for st in alone:
+            for kind, n in getattr(st, name).items():
+                want[kind] = want.get(kind, 0) + n
+        assert getattr(merged, name) == want, name
+    assert merged.pairs["tx"] >= 60

@@ -491,18 +491,18 @@ def job_seed(seed, j):
 
 def _job(args):
     """One worker process of `--jobs`: its share of the pairs; what it found, in picklable form."""
-    pairs, seed, kinds, per_db, show = args
-    stats = run(pairs, seed, kinds=kinds, queries_per_db=per_db, progress=True)
+    pairs, seed, kinds, per_db, show, ext = args
+    stats = run(pairs, seed, kinds=kinds, queries_per_db=per_db, progress=True, ext=ext)
     counts = {k: getattr(stats, k) for k in ("pairs", "mismatches", "errors", "mentat_errors", "agreed", "dbs")}
     return counts, [f"(seed {seed}) " + describe(kind, info) for kind, info in stats.examples[:show]]
 
 
-def run_jobs(pairs, seed, kinds, per_db, show, jobs):
+def run_jobs(pairs, seed, kinds, per_db, show, jobs, ext=None):
     """`run` split over `jobs` processes (each its own DuckDB and node), seeds from [`job_seed`]; the merged
     Stats (wall time from the start) and the descriptions of the first mismatches."""
     merged = Stats()
     shares = [pairs // jobs + (1 if j < pairs % jobs else 0) for j in range(jobs)]
-    work = [(shares[j], job_seed(seed, j), kinds, per_db, show) for j in range(jobs)]
+    work = [(shares[j], job_seed(seed, j), kinds, per_db, show, ext) for j in range(jobs)]
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
         results = pool.map(_job, work)
     shown = []
