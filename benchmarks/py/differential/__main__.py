@@ -5,6 +5,7 @@ import sys
 
 from .harness import JOB_SEED_STRIDE, describe, run, run_jobs
 
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="mentat against DataScript on random databases, queries, pulls and "
                                              "transactions")
