@@ -59,7 +59,7 @@ def test_jobs_split_the_pairs_and_add_up_what_each_job_found(datascript):
     merged, _ = harness.run_jobs(60, 17, ("tx",), 150, 3, 2, ext=str(EXT))
     alone = [harness.run(30, harness.job_seed(17, j), kinds=("tx",), queries_per_db=150, ext=str(EXT))
              for j in range(2)]
-    for name in ("pairs", "mismatches", "errors", "mentat_errors", "agreed"):
+    for name in harness.COUNTS:
         want = {}
         for st in alone:
             for kind, n in getattr(st, name).items():

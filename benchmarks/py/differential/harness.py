@@ -480,6 +480,9 @@ def describe(kind, info):
     return "\n".join(lines)
 
 
+# the per-kind counts of a Stats, which --jobs adds up over its workers
+COUNTS = ("pairs", "mismatches", "errors", "mentat_errors", "agreed")
+
 # job j > 0 draws its databases from this seed: far from any seed a person would pick next
 JOB_SEED_STRIDE = 1_000_003
 
@@ -493,7 +496,7 @@ def _job(args):
     """One worker process of `--jobs`: its share of the pairs; what it found, in picklable form."""
     pairs, seed, kinds, per_db, show, ext = args
     stats = run(pairs, seed, kinds=kinds, queries_per_db=per_db, progress=True, ext=ext)
-    counts = {k: getattr(stats, k) for k in ("pairs", "mismatches", "errors", "mentat_errors", "agreed", "dbs")}
+    counts = {k: getattr(stats, k) for k in COUNTS + ("dbs",)}
     return counts, [f"(seed {seed}) " + describe(kind, info) for kind, info in stats.examples[:show]]
 
 
@@ -507,7 +510,7 @@ def run_jobs(pairs, seed, kinds, per_db, show, jobs, ext=None):
         results = pool.map(_job, work)
     shown = []
     for counts, examples in results:
-        for name in ("pairs", "mismatches", "errors", "mentat_errors", "agreed"):
+        for name in COUNTS:
             for kind, n in counts[name].items():
                 merged.add(getattr(merged, name), kind, n)
         merged.dbs += counts["dbs"]
