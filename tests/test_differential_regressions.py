@@ -5,6 +5,8 @@ Datomic (see the departures list in benchmarks/py/differential/__init__.py); the
 answer so that the generator's avoidance of these constructs does not leave them untested.
 
 A mismatch where mentat is wrong gets a test here marked xfail(strict=True) until the engine is fixed."""
+import json
+
 import duckdb
 import pytest
 
@@ -184,3 +186,28 @@ def test_a_limited_pull_of_a_wildcard_holds_every_attribute_of_the_entity_it_pul
         assert len(answer) == (2 if limit else 1)
         for (pulled,) in answer:
             assert {k for k, v in pulled.items() if v is not None} == held(pulled["e/name"]), pulled
+
+
+def test_a_component_pulled_whole_comes_back_to_a_map_above_it(db):
+    """Found by the 100,000-pull run of 2026-12-03 (seed 600, job seed 1000603), minimized: n1 owns the component
+    n2, n2 refers back to n1. Inside n1's `*` the component n2 is pulled whole again: `[*]`, its own components
+    whole, its plain refs as `{"db/id"}`. DataScript gives `{:db/id n2}` there when the sub-pattern n2 was reached
+    by holds `*`, and n2 whole when it does not (departure 15); Datomic documents neither edge. mentat answers the
+    same for both sub-patterns: an explicit sub-pattern is always expanded, and a component's own walk stops at its
+    own cycles."""
+    tx = transact(db, '[{:db/id "1" :e/name "n1" :a/part "2"} {:db/id "2" :e/name "n2" :a/r "1"}]')
+    n1, n2 = tx["tempids"]["1"], tx["tempids"]["2"]
+    whole_n2 = {"db/id": n2, "e/name": "n2", "a/r": [{"db/id": n1}]}  # n2's datoms, as [*] pulls them
+    for sub in ["[:db/id * {:a/r [:db/id *]}]", "[:db/id :e/name {:a/r [:db/id *]}]"]:
+        got = db.execute("SELECT pull FROM mentat_pull(?, ?)", [f"[{{:a/part {sub}}}]", n1]).fetchone()[0]
+        (part,) = got["a/part"]
+        assert (part["db/id"], part["e/name"]) == (n2, "n2")
+        (back,) = part["a/r"]
+        assert (back["db/id"], back["e/name"]) == (n1, "n1")
+        assert [json.loads(x) for x in back["a/part"]] == [whole_n2]
+    # the walk of a component pulled whole stops at its own cycle: n3 and n4 are each other's component; from n3,
+    # n4 is pulled whole and n4's component n3, the entity the walk started from, is {"db/id"}
+    tx = transact(db, '[{:db/id "3" :e/name "n3" :a/part "4"} {:db/id "4" :e/name "n4" :a/part "3"}]')
+    n3, n4 = tx["tempids"]["3"], tx["tempids"]["4"]
+    got = db.execute("SELECT pull FROM mentat_pull('[*]', ?)", [n3]).fetchone()[0]
+    assert [json.loads(x) for x in got["a/part"]] == [{"db/id": n4, "e/name": "n4", "a/part": [{"db/id": n3}]}]

@@ -29,7 +29,11 @@
 //!   component defaults: each component as `[*]`, its own components whole again, to any depth. No static
 //!   type holds a tree of unknown depth, so the field is JSON (a LIST of JSON for cardinality-many); in the
 //!   JSON an absent attribute's key is left out, as Datomic leaves it out. With a sub-pattern
-//!   (`{:part [:name]}`) the sub-pattern's typed STRUCT is pulled instead.
+//!   (`{:part [:name]}`) the sub-pattern's typed STRUCT is pulled instead. The walk stops at its own cycles: an
+//!   entity already on its path, which starts at the entity whose field it is, is `{"db/id": e}`. Maps above that
+//!   entity, pulled by explicit sub-patterns, are not on the path (a level is computed once per entity, not per
+//!   path), so a component that comes back to one of them is pulled whole again; DataScript gives `{:db/id e}`
+//!   there when the sub-pattern that reached it holds `*`. Datomic documents neither.
 //! * `*`: `"db/id"` first, then the attributes the pulled entities hold, by entid (bootstrap attributes such
 //!   as `:db/ident` included), under the rules above. "Hold" is decided by a probe of the data before the
 //!   statement is compiled ([`compile_pull_held`], [`CompiledPull::held_input_sql`]): for one entity its own

@@ -64,4 +64,12 @@ applies Datomic's rule:
 13. `:with` naming a variable that is also a find element or aggregated is refused by DataScript; not generated.
 14. The pull attribute-with-options form is generated as Datomic's vector `[:attr :as "x" :limit 2 :default v]`
     only; mentat and DataScript also read the list form `(:attr :as "x")`.
+15. A component pulled whole (`*`, or the component attribute named without a sub-pattern) whose entity is already a
+    map above it in the answer, e.g. n1 :a/part n2, n2 :a/r n1, pattern `[{:a/part [:db/id * {:a/r [:db/id *]}]}]`
+    from n1: DataScript counts n2 as seen because the sub-pattern it was reached by holds `*`, and gives
+    `{:db/id n2}` inside n1's `*`; without the `*` in that sub-pattern it pulls n2 whole there. mentat always pulls
+    n2 whole there (an explicit sub-pattern is a level of its own, computed once per entity, not per path; the
+    walk of a component pulled whole stops only at its own cycles). Datomic documents neither. The comparison
+    reads such a component, on both sides, as a stub of its entity (found by the 100,000-pull run of seed 600;
+    tests/test_differential_regressions.py pins mentat's answer).
 """

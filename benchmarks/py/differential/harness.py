@@ -287,12 +287,14 @@ def run_queries(m, ds, db, rnd, n, stats, features=None):
                                 "ds_query": q.text(True, spec="rel"), "db": db})
 
 
-def norm_pull(p, x, by, inv, top=True):
-    """A comparable form of one pulled entity under pattern p (DataScript's or mentat's)."""
+def norm_pull(p, x, by, inv, top=True, path=()):
+    """A comparable form of one pulled entity under pattern p (DataScript's or mentat's); `path` holds the ids of
+    the maps above it in the answer (departure 15)."""
     if x is None:
         return None
     if isinstance(x, str):
         x = json.loads(x)
+    path = path + (x.get("db/id", x.get(":db/id", x.get("id"))),)
     keymap = {}
     star = False
     for el in p:
@@ -314,10 +316,11 @@ def norm_pull(p, x, by, inv, top=True):
             out["db/id"] = ("e", inv.get(v, ("unknown", v)))
             continue
         how, a, sub = keymap.get(k) or ("attr", by[k], None)
-        if how == "attr" and a.type == "ref" and sub is None and a.component and (k in keymap and keymap[k][2] is None
-                                                                                    or star):
+        whole = how == "attr" and a.type == "ref" and sub is None and a.component and (
+            k in keymap and keymap[k][2] is None or star)
+        if whole:
             sub = [("star",)]
-        one = (lambda y: norm_ref(y, sub, by, inv)) if (a.type == "ref" or how == "rev") else \
+        one = (lambda y: norm_ref(y, sub, by, inv, path, whole)) if (a.type == "ref" or how == "rev") else \
             (lambda y: norm_value(a.type, y, inv))
         if isinstance(v, str) and (how == "rev" or a.type == "ref") and v[:1] and v[:1] in "[{":
             v = json.loads(v)
@@ -332,14 +335,18 @@ def norm_pull(p, x, by, inv, top=True):
     return tuple(sorted(out.items()))
 
 
-def norm_ref(y, sub, by, inv):
+def norm_ref(y, sub, by, inv, path=(), whole=False):
     if isinstance(y, str):
         y = json.loads(y)
     if isinstance(y, dict):
+        eid = y.get("db/id", y.get(":db/id", y.get("id")))
+        if whole and eid in path:
+            # a component pulled whole that comes back to a map above it: DataScript's {:db/id e} or mentat's
+            # walk of it (departure 15), one stub for both
+            return ("stub", inv.get(eid, ("unknown", eid)))
         if sub is None:
-            eid = y.get("db/id", y.get(":db/id", y.get("id")))
             return ("e", inv.get(eid, ("unknown", eid)))
-        return norm_pull(sub, y, by, inv, top=False)
+        return norm_pull(sub, y, by, inv, top=False, path=path)
     return ("e", inv.get(y, ("unknown", y)))
 
 
