@@ -80,7 +80,14 @@ impl Scope {
         let sql = search_sql(ctx.store, attr.entid, attr.many, &clauses, need_value);
         let alias = ctx.alias("ft");
         let bound: Vec<_> = vars.iter().flatten().cloned().collect();
-        self.add_source(alias.clone(), TableSource::Raw(sql), None, bound);
+        // one row per matching datom: the entity names it for a cardinality-one attribute, entity and value
+        // for cardinality many
+        let key = match (vars.first().cloned().flatten(), vars.get(1).cloned().flatten(), attr.many) {
+            (Some(e), _, false) => Some(vec![e]),
+            (Some(e), Some(v), true) => Some(vec![e, v]),
+            _ => None,
+        };
+        self.add_source(alias.clone(), TableSource::Raw(sql), key, bound);
         let cols = [("e", Ty::REF), ("v", Ty::STRING), ("tx", Ty::REF), ("score", Ty::DOUBLE)];
         for (var, (col, ty)) in vars.iter().zip(cols) {
             if let Some(var) = var {

@@ -456,7 +456,14 @@ impl Scope {
             lateral: false,
             on: vec![Expr::eq(Expr::col(&alias, "e"), entity)],
         };
-        self.alg.sources.push(super::Source { item, key: Some(key), vars: vec![], pinned: true, values: None });
+        self.alg.sources.push(super::Source {
+            item,
+            key: Some(key),
+            alt_key: None,
+            vars: vec![],
+            pinned: true,
+            values: None,
+        });
         Ok(alias)
     }
 

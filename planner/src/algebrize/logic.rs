@@ -210,7 +210,14 @@ impl Scope {
             lateral,
             on: vec![],
         };
-        self.alg.sources.push(Source { item, key, vars: outputs.to_vec(), pinned: lateral, values: None });
+        self.alg.sources.push(Source {
+            item,
+            key,
+            alt_key: None,
+            vars: outputs.to_vec(),
+            pinned: lateral,
+            values: None,
+        });
         for ((v, ty), n) in outputs.iter().zip(tys).zip(&names) {
             self.bind(ctx, v, TExpr::new(Expr::Col(alias.clone(), n.clone()), ty), form)?;
         }

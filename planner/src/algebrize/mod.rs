@@ -77,6 +77,9 @@ pub struct Source {
     pub item: FromItem,
     /// Given these variables, at most one row of this source matches (None: no such proof).
     pub key: Option<Vec<Var>>,
+    /// A second key, where the source has one: the value of a `:db/unique` attribute determines its datom too
+    /// (Datomic: a unique value belongs to at most one entity at any point in time).
+    pub alt_key: Option<Vec<Var>>,
     /// The variables bound by this source's columns.
     pub vars: Vec<Var>,
     /// Must stay after the items it references (LEFT and LATERAL joins).
@@ -235,7 +238,7 @@ impl Scope {
     /// Adds a FROM item.
     pub(crate) fn add_source(&mut self, alias: Name, source: TableSource, key: Option<Vec<Var>>, vars: Vec<Var>) {
         let item = FromItem::inner(source, &alias);
-        self.alg.sources.push(Source { item, key, vars, pinned: false, values: None });
+        self.alg.sources.push(Source { item, key, alt_key: None, vars, pinned: false, values: None });
     }
 
     /// Binds a variable to a column (or other expression) of a source: the first binding is
@@ -383,6 +386,12 @@ impl Scope {
         let mut value_terms = t.to_vec();
         value_terms[1] = Term::Blank;
         self.add_source(alias.clone(), ctx.datoms(attr.entid), key_of(t, key_cols), vars_of(&value_terms));
+        // a unique attribute's value names one entity in every state (current, as-of, since), not in history
+        if attr.unique.is_some() && !ctx.history() {
+            if let Some(s) = self.alg.sources.last_mut() {
+                s.alt_key = key_of(t, &[2]);
+            }
+        }
         for (i, col, ty) in cols {
             self.bind_term(ctx, &t[i], TExpr::new(Expr::col(&alias, col), ty), form)?;
         }
@@ -612,6 +621,7 @@ impl Scope {
         self.alg.sources.push(Source {
             item,
             key: Some(vars.clone()),
+            alt_key: None,
             vars: vars.clone(),
             pinned: false,
             values: Some(values),

@@ -275,7 +275,7 @@ impl Scope {
         // The result is a set over its columns: unique over the variables unless a column is `_`.
         let key = args.iter().all(|a| !matches!(a, Term::Blank)).then(|| vars.clone());
         let item = FromItem::inner(TableSource::Subquery(Box::new(q)), &alias);
-        self.alg.sources.push(Source { item, key, vars, pinned: false, values: None });
+        self.alg.sources.push(Source { item, key, alt_key: None, vars, pinned: false, values: None });
         for (i, a) in args.iter().enumerate() {
             let col = TExpr::new(Expr::Col(alias.clone(), Name::new(&format!("c{i}"))), types[i].clone());
             self.bind_term(ctx, a, col, form)?;
@@ -422,6 +422,7 @@ impl Scope {
         self.alg.sources.push(Source {
             item,
             key: Some(vars.to_vec()),
+            alt_key: None,
             vars: vars.to_vec(),
             pinned: false,
             values: None,
