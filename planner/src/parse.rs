@@ -312,15 +312,59 @@ pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
 pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
     let text = complete_insts(text);
     match hide_constituents(&text) {
-        None => edn_format::parse_str(&text),
+        None => parse_str(&text),
         // a stand-in (4 bytes of UTF-8) among the 4 characters after a `\u` or `\o` makes edn-format slice inside
         // it and panic (`:no/s\uch#-1`, found by benchmarks/py/fuzz_ext.py): read the text as written instead
-        Some(hidden) if unicode_after_escape(&hidden) && !unicode_after_escape(&text) => edn_format::parse_str(&text),
-        Some(hidden) => match edn_format::parse_str(&hidden) {
+        Some(hidden) if unicode_after_escape(&hidden) && !unicode_after_escape(&text) => parse_str(&text),
+        Some(hidden) => match parse_str(&hidden) {
             Ok(v) => Ok(restore_constituents(v)),
-            Err(_) => edn_format::parse_str(&text),
+            Err(_) => parse_str(&text),
         },
     }
+}
+
+/// `edn_format::parse_str`, except that a character literal on which edn-format 3.3 would panic is refused as
+/// the invalid character literal it is (see [`char_literal_panics`]).
+fn parse_str(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
+    if let Some(at) = char_literal_panics(text) {
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        // edn-format counts lines in `col` and characters within a line in `row`
+        return Err(edn_format::ParserErrorWithContext {
+            context: vec![],
+            row: column,
+            col: line,
+            error: edn_format::ParserError::InvalidCharacterSpecification,
+        });
+    }
+    edn_format::parse_str(text)
+}
+
+/// The byte offset of the first character literal (`\...` outside strings and comments) on which edn-format 3.3
+/// panics, if any. Its reader takes the 7 characters after the backslash and, when they start with `u` and hold 5
+/// bytes or more, slices bytes 1 to 5 of them for the hex digits: a non-ASCII character among the 4 characters
+/// after the `u` can put byte 5 inside a character (`\uabc\u{e9}`, or `\ucd,\u{200b}` found by
+/// benchmarks/py/fuzz_ext.py), and the slice panics.
+pub fn char_literal_panics(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => i = string_end(b, i),
+            b';' => i = comment_end(b, i),
+            b'\\' => {
+                let look: String = text[i + 1..].chars().take(7).collect();
+                if look.starts_with('u') && look.len() >= 5 && !look.is_char_boundary(5) {
+                    return Some(i);
+                }
+                i += 1; // the literal's first character is not a string's quote nor a comment's semicolon
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The index of the `"` that closes the EDN string literal opening at `b[open]` (escapes skipped), or `b.len()` or
@@ -1148,6 +1192,21 @@ mod tests {
         assert_eq!(edn_format::emit_str(&v), r#"["16:29" "é" :a#b]"#);
         let v = super::read_edn(r#"[#inst "2021-01-01" "x"]"#).unwrap();
         assert_eq!(edn_format::emit_str(&v), r#"[#inst "2021-01-01T00:00:00+00:00" "x"]"#);
+    }
+
+    #[test]
+    fn a_character_literal_edn_format_would_slice_inside_is_an_error() {
+        // edn-format 3.3 slices bytes 1..5 of the 7 characters after a `\` that starts with `u`: a multi-byte
+        // character there panicked it (`[\ucd,\u{200b}]`, benchmarks/py/fuzz_ext.py seed 2, in a pull pattern)
+        for text in ["[\\ucd,\u{200b}]", "\\uabc\u{e9}", "[:a\n \\u\u{e9}\u{e9}\u{e9}]"] {
+            let e = super::read_edn(text).expect_err(text);
+            assert_eq!(e.error, edn_format::ParserError::InvalidCharacterSpecification, "{text}");
+        }
+        let e = super::read_edn("[:a\n \\u\u{e9}\u{e9}\u{e9}]").unwrap_err();
+        assert_eq!((e.col, e.row), (2, 2)); // line 2, column 2 (edn-format's own order: line in `col`)
+                                            // what it reads without panicking stays as it was: a string's \u escape, a \u literal, the character u
+        assert!(super::read_edn("[\"\\u00e9\u{e9}\" \\u0041 \\u]").is_ok());
+        assert_eq!(super::char_literal_panics("[\"\\uab\u{e9}\u{e9}\" ; \\uab\u{e9}\u{e9}\n]"), None);
     }
 
     use super::*;
