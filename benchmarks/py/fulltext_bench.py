@@ -37,6 +37,23 @@ QUERIES = ["web server", "python library", "+python +astronomy", "network file s
            "compiler", "xml parser", "terminal emulator", "music"]
 
 
+def timings(texts, reps, run, warm=False):
+    """Sorted wall times (ms) of run(text), reps times per text (after one untimed run of each when warm)."""
+    out = []
+    for text in texts:
+        if warm:
+            run(text)
+        for _ in range(reps):
+            t = time.perf_counter()
+            run(text)
+            out.append((time.perf_counter() - t) * 1000)
+    return sorted(out)
+
+
+def spread(times, digits=2):
+    return f"p50 {statistics.median(times):.{digits}f} ms, p90 {times[int(len(times) * 0.9)]:.{digits}f} ms"
+
+
 def distinct_searches(n=200, seed=16):
     """n two-word searches, no two alike, from the words of QUERIES: each compiles to a statement of its own, so a
     search's time includes DuckDB's planning of it (no prepared statement from an earlier run of the same text)."""
@@ -99,26 +116,16 @@ def main():
         print(f"index size: {size / 1e6:.1f} MB on disk, {size / terms:.2f} bytes per indexed term")
         q = """[:find ?name ?score :in $ ?s :where [(fulltext $ :pkg/description ?s) [[?p _ _ ?score]]]
                 [?p :pkg/name ?name] :order (desc ?score) :limit 10]"""
-        times = []
-        for text in QUERIES:
+
+        def search(text):
             inputs = '["' + text.replace('"', '\\"') + '"]'
             con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
-            for _ in range(args.reps):
-                t = time.perf_counter()
-                con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
-                times.append((time.perf_counter() - t) * 1000)
-        times.sort()
-        print(f"mentat search, top 10: p50 {statistics.median(times):.2f} ms, p90 {times[int(len(times) * 0.9)]:.2f} ms "
-              f"({len(times)} searches; each text again and again, so its statement is prepared once)")
-        fresh = []
-        for text in distinct_searches():
-            inputs = '["' + text + '"]'
-            t = time.perf_counter()
-            con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, inputs]).fetchall()
-            fresh.append((time.perf_counter() - t) * 1000)
-        fresh.sort()
-        print(f"mentat search, top 10, {len(fresh)} distinct two-word searches, each once: p50 "
-              f"{statistics.median(fresh):.2f} ms, p90 {fresh[int(len(fresh) * 0.9)]:.2f} ms")
+
+        times = timings(QUERIES, args.reps, search, warm=True)
+        print(f"mentat search, top 10: {spread(times)} ({len(times)} searches; each text again and again, so its "
+              f"statement is prepared once)")
+        fresh = timings(distinct_searches(), 1, search)
+        print(f"mentat search, top 10, {len(fresh)} distinct two-word searches, each once: {spread(fresh)}")
         try:
             import tantivy
         except ImportError:
@@ -141,26 +148,14 @@ def main():
         tv_index = time.perf_counter() - t
         index.reload()
         s = index.searcher()
-        tv = []
-        for text in QUERIES:
-            query = index.parse_query(text, ["text"])
-            for _ in range(args.reps):
-                t = time.perf_counter()
-                [s.doc(a)["name"] for _, a in s.search(query, 10).hits]
-                tv.append((time.perf_counter() - t) * 1000)
-        tv.sort()
-        print(f"tantivy (Python bindings, same run): indexing {tv_index:.2f} s for the same descriptions, "
-              f"search top 10 p50 {statistics.median(tv):.3f} ms, p90 {tv[int(len(tv) * 0.9)]:.3f} ms")
-        tv = []
-        for text in distinct_searches():
-            query = index.parse_query(text, ["text"])
-            t = time.perf_counter()
-            [s.doc(a)["name"] for _, a in s.search(query, 10).hits]
-            tv.append((time.perf_counter() - t) * 1000)
-        tv.sort()
-        print(f"tantivy, the {len(tv)} distinct searches: p50 {statistics.median(tv):.3f} ms, "
-              f"p90 {tv[int(len(tv) * 0.9)]:.3f} ms")
+        def tv_search(text):
+            [s.doc(a)["name"] for _, a in s.search(index.parse_query(text, ["text"]), 10).hits]
 
+        tv = timings(QUERIES, args.reps, tv_search)
+        print(f"tantivy (Python bindings, same run): indexing {tv_index:.2f} s for the same descriptions, "
+              f"search top 10 {spread(tv, 3)}")
+        tv = timings(distinct_searches(), 1, tv_search)
+        print(f"tantivy, the {len(tv)} distinct searches: {spread(tv, 3)}")
 
 def closure(args):
     text = (ROOT / "examples" / "debian_queries.sql").read_text()
