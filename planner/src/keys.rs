@@ -4,11 +4,12 @@
 //!
 //! Each source declares a key (variables that determine at most one of its rows: `e` for a
 //! cardinality-one attribute, `(e, v)` for cardinality many, every column for history, all columns
-//! of a VALUES list or an `or` union; a second key `v` for a `:db/unique` attribute outside history; `e` for a
-//! fulltext search of a cardinality-one attribute, `(e, v)` for cardinality many). Starting from the requested variables plus constants, the
-//! closure adds every variable of a source whose key is covered, and every computed variable whose
-//! inputs are covered. If at the end every source's key is covered, a row is a function of the
-//! requested variables, so distinct rows are distinct tuples.
+//! of a VALUES list or an `or` union; `e` for a fulltext search of a cardinality-one attribute, `(e, v)`
+//! for cardinality many), and a pattern of a `:db/unique` attribute outside history a second key, `v`.
+//! Starting from the requested variables plus constants, the closure adds every variable of a source
+//! one of whose keys is covered, and every computed variable whose inputs are covered. If at the end a
+//! key of every source is covered, a row is a function of the requested variables, so distinct rows are
+//! distinct tuples.
 
 use crate::algebrize::{Algebra, Source, VarBinding};
 use crate::parse::Var;
