@@ -79,27 +79,30 @@ def test_a_component_pulled_whole_back_to_a_map_above_it_compares_as_a_stub(data
     attrs = [name, r, part]
     by = {a.ident: a for a in attrs}
     ds = engines.DataScript()
-    ds.new(model.schema_ds(attrs))
-    (t,) = ds.tx([[{":db/id": -1, "e/name": "n1", "a/part": -2}, {":db/id": -2, "e/name": "n2", "a/r": -1}]])
-    d1, d2 = t["tempids"]["-1"], t["tempids"]["-2"]
     con = connect(tmp_path / "m.duckdb")
-    transact(con, model.schema_edn(attrs))
-    m = transact(con, '[{:db/id "1" :e/name "n1" :a/part "2"} {:db/id "2" :e/name "n2" :a/r "1"}]')["tempids"]
-    m1, m2 = m["1"], m["2"]
-    inner = [("id",), ("star",), ("ref", r, [("id",), ("star",)])]
-    for p, differ in [([("ref", part, inner)], True), ([("ref", part, [("id",), ("attr", name, {})] + inner[2:])],
-                                                       False)]:
-        (got,) = ds.pull([{"p": gen_pull.render(p, True), "es": [d1]}])
-        ds_answer = got["r"][0]
-        m_answer = con.execute("SELECT pull FROM mentat_pull(?, ?)", [gen_pull.render(p, False), m1]).fetchone()[0]
-        # the raw answers: DataScript stubs n2 inside the inner n1 only when the sub-pattern that reached n2 holds *
-        ds_inner = ds_answer["a/part"][0]["a/r"][0]["a/part"][0]
-        m_inner = json.loads(m_answer["a/part"][0]["a/r"][0]["a/part"][0])
-        assert ds_inner[":db/id"] == d2 and m_inner["db/id"] == m2
-        assert ("e/name" not in ds_inner) == differ and m_inner["e/name"] == "n2"
-        a = harness.norm_pull(p, m_answer, by, {m1: "n1", m2: "n2"})
-        b = harness.norm_pull(p, ds_answer, by, {d1: "n1", d2: "n2"})
-        assert a == b
-        assert "('stub', 'n2')" in repr(a)  # the place departure 15 covers, read as a stub
-    ds.proc.kill()
-    con.close()
+    try:
+        ds.new(model.schema_ds(attrs))
+        (t,) = ds.tx([[{":db/id": -1, "e/name": "n1", "a/part": -2}, {":db/id": -2, "e/name": "n2", "a/r": -1}]])
+        d1, d2 = t["tempids"]["-1"], t["tempids"]["-2"]
+        transact(con, model.schema_edn(attrs))
+        m = transact(con, '[{:db/id "1" :e/name "n1" :a/part "2"} {:db/id "2" :e/name "n2" :a/r "1"}]')["tempids"]
+        m1, m2 = m["1"], m["2"]
+        inner = [("id",), ("star",), ("ref", r, [("id",), ("star",)])]
+        named = [("id",), ("attr", name, {})] + inner[2:]
+        for p, differ in [([("ref", part, inner)], True), ([("ref", part, named)], False)]:
+            (got,) = ds.pull([{"p": gen_pull.render(p, True), "es": [d1]}])
+            ds_answer = got["r"][0]
+            m_answer = con.execute("SELECT pull FROM mentat_pull(?, ?)",
+                                   [gen_pull.render(p, False), m1]).fetchone()[0]
+            # the raw answers: DataScript stubs n2 inside the inner n1 only when the sub-pattern reaching n2 holds *
+            ds_inner = ds_answer["a/part"][0]["a/r"][0]["a/part"][0]
+            m_inner = json.loads(m_answer["a/part"][0]["a/r"][0]["a/part"][0])
+            assert ds_inner[":db/id"] == d2 and m_inner["db/id"] == m2
+            assert ("e/name" not in ds_inner) == differ and m_inner["e/name"] == "n2"
+            a = harness.norm_pull(p, m_answer, by, {m1: "n1", m2: "n2"})
+            b = harness.norm_pull(p, ds_answer, by, {d1: "n1", d2: "n2"})
+            assert a == b
+            assert "('stub', 'n2')" in repr(a)  # the place departure 15 covers, read as a stub
+    finally:
+        ds.proc.kill()
+        con.close()

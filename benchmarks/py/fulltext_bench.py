@@ -11,8 +11,9 @@ Prints, in one run on this machine:
   indexed term;
 * search: p50 and p90 (ms) of 20 top-10 searches (`:order (desc ?score) :limit 10`), each run --reps times
   (mentat prepares a statement once per text and runs it again), then of 200 distinct two-word searches run once
-  each (every one planned by DuckDB), beside tantivy's search time for the same 20 searches over the same descriptions (its simple tokenizer,
-  lowercase and English stemmer, one segment), when PyPI's tantivy is installed;
+  each (every one planned by DuckDB), beside tantivy's search time for the same searches over the same
+  descriptions (its simple tokenizer, lowercase and English stemmer, one segment), when PyPI's tantivy is
+  installed;
 * with --store (a Debian store loaded by examples/debian_load.sql): p50 of the recursive dependency closure of a
   package (examples/debian_queries.sql's rules) and the closure's size; then every package's closure size at once,
   timed three ways over the same edges: one mentat_q (the recursive rule), one plain DuckDB recursive CTE over the
@@ -148,6 +149,7 @@ def main():
         tv_index = time.perf_counter() - t
         index.reload()
         s = index.searcher()
+
         def tv_search(text):
             [s.doc(a)["name"] for _, a in s.search(index.parse_query(text, ["text"]), 10).hits]
 
@@ -156,6 +158,7 @@ def main():
               f"search top 10 {spread(tv, 3)}")
         tv = timings(distinct_searches(), 1, tv_search)
         print(f"tantivy, the {len(tv)} distinct searches: {spread(tv, 3)}")
+
 
 def closure(args):
     text = (ROOT / "examples" / "debian_queries.sql").read_text()

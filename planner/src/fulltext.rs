@@ -350,11 +350,11 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
             }
         }
     }
-    // (relation of `c, e, h, s` rows, its clause indices, whether it has one row per document)
-    let mut scored: Vec<(String, Vec<usize>, bool)> = Vec::new();
+    // (relation of `c, e, h, s` rows, whether it has one row per document)
+    let mut scored: Vec<(String, bool)> = Vec::new();
     if !words.is_empty() {
         ctes.extend(words_sql(&post, &words, &idf, &norm("p.len")));
-        scored.push(("SELECT c, e, h, s FROM w".to_string(), words.iter().map(|w| w.1).collect(), words.len() == 1));
+        scored.push(("SELECT c, e, h, s FROM w".to_string(), words.len() == 1));
     }
     for (i, c) in clauses.iter().enumerate() {
         if word(c).is_some() {
@@ -401,7 +401,7 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
         if c.occur != Occur::MustNot {
             // a phrase's rows are one per document (its tf counted per document); a prefix's one per term
             let per_document = matches!(c.what, Match::Terms(_));
-            scored.push((format!("SELECT {i} AS c, e, h, s FROM c{i}"), vec![i], per_document));
+            scored.push((format!("SELECT {i} AS c, e, h, s FROM c{i}"), per_document));
         }
     }
     // a required clause of a term another clause also names is checked through the term's first clause
@@ -423,7 +423,7 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
         // one relation with a row per document is its own sum, and a required clause among it holds on every row
         // (its clause index is the relation's): no GROUP BY, whose setup costs DuckDB about 1 ms however few the
         // rows (storage/README.md "Fulltext")
-        [(rel, _, true)] => ctes.push(format!("hits AS (SELECT e, h, s AS score FROM ({rel}))")),
+        [(rel, true)] => ctes.push(format!("hits AS (SELECT e, h, s AS score FROM ({rel}))")),
         _ => ctes.push(format!(
             "hits AS (SELECT e, h, sum(s) AS score FROM ({}) GROUP BY e, h{having})",
             rows.join(" UNION ALL ")

@@ -287,7 +287,7 @@ def run_queries(m, ds, db, rnd, n, stats, features=None):
                                 "ds_query": q.text(True, spec="rel"), "db": db})
 
 
-def norm_pull(p, x, by, inv, top=True, path=()):
+def norm_pull(p, x, by, inv, path=()):
     """A comparable form of one pulled entity under pattern p (DataScript's or mentat's); `path` holds the ids of
     the maps above it in the answer (departure 15)."""
     if x is None:
@@ -346,7 +346,7 @@ def norm_ref(y, sub, by, inv, path=(), whole=False):
             return ("stub", inv.get(eid, ("unknown", eid)))
         if sub is None:
             return ("e", inv.get(eid, ("unknown", eid)))
-        return norm_pull(sub, y, by, inv, top=False, path=path)
+        return norm_pull(sub, y, by, inv, path=path)
     return ("e", inv.get(y, ("unknown", y)))
 
 
