@@ -289,7 +289,11 @@ def main(argv=None):
                          "size); growing: they label issues, then add 500 new users")
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit during the run, e.g. 300MB")
     ap.add_argument("--out", default=None, help="write the report as JSON here")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="Python's GIL switch interval in ms during the run (default: Python's own, 5 ms)")
     o = ap.parse_args(argv)
+    if o.switch_interval is not None:
+        sys.setswitchinterval(o.switch_interval / 1000)
     seconds = o.seconds if o.seconds is not None else o.minutes * 60
     report = run(o.scale, seconds, o.workdir, writes_mode=o.writes, memory_limit=o.memory_limit)
     if o.out:

@@ -8,8 +8,9 @@
 //! against C API v1.2.0 plus functions whose slots settled in 1.5.2; loading into an older DuckDB is refused
 //! with an error at `LOAD`.
 
-/// mentat's own allocations (EDN trees, transaction terms, entity-index runs) go to mimalloc, not the host's
-/// malloc: see `storage/README.md` "Allocation". DuckDB's and the host's allocations are untouched, and no memory
+/// mentat's own allocations (EDN trees, transaction terms, entity-index runs) go to mimalloc 2 (not 3, which
+/// crashed as DuckDB ended and started its worker threads), not the host's malloc: see `storage/README.md`
+/// "Allocation". DuckDB's and the host's allocations are untouched, and no memory
 /// crosses between the two (DuckDB copies every string and error mentat hands it; mentat frees its own bind and
 /// init data through its own callbacks).
 #[global_allocator]
