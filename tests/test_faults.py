@@ -594,9 +594,10 @@ THREADS_CHANGING = textwrap.dedent("""
 
 def test_duckdbs_worker_threads_started_and_ended_under_mentats_calls(tmp_path):
     # mentat's allocator (mimalloc) keeps a heap per thread. With mimalloc 3 (the Rust crate's default) this script
-    # ended with a segmentation fault inside mimalloc in 7 of 9 runs of 10 to 15 s (in 4 of 9 with mimalloc 3's
+    # ended with a segmentation fault inside mimalloc in 7 of 9 runs of 10 to 15 s (in 5 of 10 with mimalloc 3's
     # `local_dynamic_tls`): DuckDB's worker threads, ended and started again as the thread count changes, had run
-    # mentat's code. mimalloc 2 (and glibc's malloc) ran it clean every time (storage/README.md "Allocation").
+    # mentat's code. This test failed on that build (seed 2: signal 11); mimalloc 2 (and glibc's malloc) ran the
+    # script clean every time (storage/README.md "Allocation").
     script = tmp_path / "threads_changing.py"
     script.write_text(THREADS_CHANGING)
     failed = []

@@ -10,9 +10,9 @@
 
 /// mentat's own allocations (EDN trees, transaction terms, entity-index runs) go to mimalloc 2 (not 3, which
 /// crashed as DuckDB ended and started its worker threads), not the host's malloc: see `storage/README.md`
-/// "Allocation". DuckDB's and the host's allocations are untouched, and no memory
-/// crosses between the two (DuckDB copies every string and error mentat hands it; mentat frees its own bind and
-/// init data through its own callbacks).
+/// "Allocation". DuckDB's and the host's allocations are untouched, and no memory crosses between the two (DuckDB
+/// copies every string and error mentat hands it; mentat frees its own bind and init data through its own
+/// callbacks).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
