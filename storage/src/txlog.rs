@@ -79,6 +79,9 @@ pub struct Settings {
     /// How long the log waits after its last logged commit before the background indexer applies it
     /// (`MENTAT_LOG_IDLE_MS`, default 20).
     pub idle: Duration,
+    /// Whether a connection makes its staging tables again after a large apply ([`stage::RENEW_ROWS`]): off when
+    /// `MENTAT_STAGE_RENEW` is 0 ([`stage::renew_after`]).
+    pub renew: bool,
 }
 
 impl Settings {
@@ -89,6 +92,7 @@ impl Settings {
             max_rows: num("MENTAT_LOG_ROWS").map_or(250_000, |n| n as usize),
             always: std::env::var("MENTAT_LOG").is_ok_and(|v| v == "always"),
             idle: Duration::from_millis(num("MENTAT_LOG_IDLE_MS").unwrap_or(20)),
+            renew: stage::renew_after() > 0,
         }
     }
 }
@@ -390,6 +394,11 @@ pub fn settle_locked(conn: &Connection, store: &Store) -> Result<usize> {
     match crate::in_transaction(conn, || apply(conn, store, &schema)) {
         Ok(n) => {
             store.log.commit(None)?;
+            // a large apply left its rows' memory in this connection's staging tables (stage::RENEW_ROWS); the apply
+            // is committed whatever the renewal gives, and a connection left without them says so at its next use
+            if n >= stage::RENEW_ROWS && store.log.settings.renew {
+                let _ = stage::renew_tables(conn);
+            }
             Ok(n)
         }
         Err(e) => {
