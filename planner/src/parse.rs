@@ -458,10 +458,10 @@ fn constituent(c: char) -> bool {
 /// None when there is none, or when the text holds a stand-in already. Strings, character literals and comments
 /// are left alone.
 pub fn hide_constituents(text: &str) -> Option<String> {
-    // most text has none: a `#` or `:` right after a symbol character, outside strings or not
-    let b = text.as_bytes();
-    let maybe = b.windows(2).any(|w| matches!(w[1], b'#' | b':') && (w[0] >= 0x80 || constituent(w[0] as char)));
-    if !maybe || text.contains([HIDDEN_HASH, HIDDEN_COLON]) {
+    // most text has none: a `#` or `:` right after a symbol character outside strings and comments (a byte scan
+    // that only ever says yes where the walk below might replace; strings are common, and a time or a title in
+    // one holds `0:` or `1:`, which sent every bulk transaction with an `#inst` through the walk)
+    if !maybe_hidden(text.as_bytes()) || text.contains([HIDDEN_HASH, HIDDEN_COLON]) {
         return None;
     }
     // the copy starts at the first stand-in (a bulk transaction's `#inst` times pass the check above and usually
@@ -540,6 +540,24 @@ pub fn hide_constituents(text: &str) -> Option<String> {
     out
 }
 
+/// Whether `b` has a `#` or `:` right after a byte that may end a symbol character (a constituent, or any byte of
+/// a multi-byte character), outside strings and `;` comments: a superset of the places [`hide_constituents`]
+/// replaces, found without decoding characters.
+fn maybe_hidden(b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => i = string_end(b, i),
+            b';' => i = comment_end(b, i),
+            b'\\' => i += 1,
+            b'#' | b':' if i > 0 && (b[i - 1] >= 0x80 || constituent(b[i - 1] as char)) => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 /// `v` with the stand-ins of [`hide_constituents`] in its symbols and keywords turned back into `#` and `:`.
 fn restore_constituents(v: Value) -> Value {
     let back = |s: &str| s.replace(HIDDEN_HASH, "#").replace(HIDDEN_COLON, ":");
@@ -578,77 +596,45 @@ pub fn complete_insts(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("#inst") {
         return std::borrow::Cow::Borrowed(text);
     }
-    // the copy starts at the first literal that changes (a bulk transaction's instants are usually complete)
-    let mut out: Option<String> = None;
-    let push = |out: &mut Option<String>, c: char| {
-        if let Some(o) = out {
-            o.push(c);
-        }
-    };
-    let mut it = text.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        match c {
-            '"' => {
-                push(&mut out, c);
-                while let Some((_, c)) = it.next() {
-                    push(&mut out, c);
-                    match c {
-                        '\\' => {
-                            if let Some((_, e)) = it.next() {
-                                push(&mut out, e);
-                            }
-                        }
-                        '"' => break,
-                        _ => {}
-                    }
-                }
-            }
-            ';' => {
-                push(&mut out, c);
-                for (_, c) in it.by_ref() {
-                    push(&mut out, c);
-                    if c == '\n' {
-                        break;
-                    }
-                }
-            }
-            '\\' => {
-                push(&mut out, c);
-                if let Some((_, e)) = it.next() {
-                    push(&mut out, e);
-                }
-            }
-            '#' if text[i..].starts_with("#inst") => {
+    // a byte scan (strings, comments and character literals stepped over) that copies only when a literal changes:
+    // a bulk transaction's instants are usually complete
+    let b = text.as_bytes();
+    let (mut out, mut copied, mut i) = (None::<String>, 0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'"' => i = string_end(b, i),
+            b';' => i = comment_end(b, i),
+            b'\\' => i += 1,
+            b'#' if b[i..].starts_with(b"#inst") => {
                 // `#inst`, separators, then a string literal without escapes
                 let rest = &text[i + 5..];
                 let skip = rest.len() - rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',').len();
                 let lit = &rest[skip..];
                 let end = lit.strip_prefix('"').and_then(|l| l.find(['"', '\\']).filter(|&e| l[e..].starts_with('"')));
-                match end.and_then(|e| full_instant(&lit[1..1 + e]).map(|full| (e, full))) {
-                    Some((e, full)) => {
-                        let consumed = i + 5 + skip + e + 2;
-                        let written = text[i..consumed].strip_prefix("#inst \"").and_then(|w| w.strip_suffix('"'));
-                        let same = written == Some(full.as_str());
-                        if out.is_none() && !same {
-                            out = Some(String::with_capacity(text.len() + 32) + &text[..i]);
-                        }
-                        if let Some(o) = out.as_mut() {
-                            o.push_str("#inst \"");
-                            o.push_str(&full);
-                            o.push('"');
-                        }
-                        while it.peek().is_some_and(|(j, _)| *j < consumed) {
-                            it.next();
-                        }
+                if let Some((e, full)) = end.and_then(|e| full_instant(&lit[1..1 + e]).map(|full| (e, full))) {
+                    let consumed = i + 5 + skip + e + 2;
+                    let written = text[i..consumed].strip_prefix("#inst \"").and_then(|w| w.strip_suffix('"'));
+                    if written != Some(full.as_str()) {
+                        let o = out.get_or_insert_with(|| String::with_capacity(text.len() + 32));
+                        o.push_str(&text[copied..i]);
+                        o.push_str("#inst \"");
+                        o.push_str(&full);
+                        o.push('"');
+                        copied = consumed;
                     }
-                    None => push(&mut out, c),
+                    i = consumed;
+                    continue;
                 }
             }
-            _ => push(&mut out, c),
+            _ => {}
         }
+        i += 1;
     }
     match out {
-        Some(o) => std::borrow::Cow::Owned(o),
+        Some(mut o) => {
+            o.push_str(&text[copied.min(text.len())..]);
+            std::borrow::Cow::Owned(o)
+        }
         None => std::borrow::Cow::Borrowed(text),
     }
 }
@@ -1177,6 +1163,13 @@ mod tests {
             r#"[#inst "2021-03-04T10:30:05Z" "é" #inst "2021-01-01T00:00:00Z"]"#
         );
         assert!(matches!(c(r#"[#inst "2021-03-04T10:30:05Z" {:a "16:29"}]"#), std::borrow::Cow::Borrowed(_)));
+        // the text between and after changed literals is kept as written
+        assert_eq!(
+            c(r##"[#inst "2021" 1 "#inst" #inst "2022-02",x ; #inst "2023"
+ é]"##),
+            r##"[#inst "2021-01-01T00:00:00Z" 1 "#inst" #inst "2022-02-01T00:00:00Z",x ; #inst "2023"
+ é]"##
+        );
         // a `:` inside a string is no constituent; a later one in a keyword is, and the text before it is kept
         assert_eq!(super::hide_constituents(r#"["16:29" :a/b]"#), None);
         let v = super::read_edn(r#"["16:29" "é" :a#b]"#).unwrap();
