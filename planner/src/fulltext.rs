@@ -424,6 +424,13 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
         // (its clause index is the relation's): no GROUP BY, whose setup costs DuckDB about 1 ms however few the
         // rows (storage/README.md "Fulltext")
         [(rel, true)] => ctes.push(format!("hits AS (SELECT e, h, s AS score FROM ({rel}))")),
+        // a cardinality-one attribute's documents all have h = 0 (doc_key_sql): grouped by e alone, DuckDB hashes
+        // one key instead of two (DuckDB's time over the Debian descriptions, 30 interleaved rounds under load:
+        // "python library" 9.71 -> 8.65 ms, "web server" 7.66 -> 7.20)
+        _ if !many => ctes.push(format!(
+            "hits AS (SELECT e, 0::UBIGINT AS h, sum(s) AS score FROM ({}) GROUP BY e{having})",
+            rows.join(" UNION ALL ")
+        )),
         _ => ctes.push(format!(
             "hits AS (SELECT e, h, sum(s) AS score FROM ({}) GROUP BY e, h{having})",
             rows.join(" UNION ALL ")
