@@ -290,3 +290,83 @@ def test_a_pattern_of_defaults_returns_them_for_an_entity_without_its_attributes
     found = con.execute("SELECT * FROM mentat_q(?, inputs := ?)",
                         ['[:find (pull ?e [[:issue/priority :default 0]]) . :in $ ?e]', f"[{l1}]"]).fetchall()
     assert [dict(r[0]) if r[0] is not None else None for r in found] == [{"issue/priority": 0}]
+
+
+def test_a_wildcard_over_a_wide_schema_equals_its_attributes_pulled_by_name(con):
+    """A pull level of more than 16 attributes is read in chunks (planner/src/pull.rs `UNION_CHUNK`: DuckDB pads
+    every branch of one UNION ALL BY NAME to all its columns, 7.9 s for `[* {:user/_manager ...}]` over a schema of
+    150 attributes). 43 attributes of mixed types and cardinalities: `[*]` on one entity, on several and in a find
+    equals the maps built here from the transacted values, and the same attributes named in patterns of 10."""
+    strs, longs, refs, flags = [f"w/s{i}" for i in range(20)], [f"w/l{i}" for i in range(8)], \
+        [f"w/r{i}" for i in range(6)], [f"w/b{i}" for i in range(6)]
+    one = lambda a, t: f"{{:db/ident :{a} :db/valueType :db.type/{t} :db/cardinality :db.cardinality/one}}"
+    many = lambda a, t: f"{{:db/ident :{a} :db/valueType :db.type/{t} :db/cardinality :db.cardinality/many}}"
+    transact(con, "[" + " ".join(
+        ["{:db/ident :w/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
+         ":db/unique :db.unique/identity}",
+         "{:db/ident :w/part :db/valueType :db.type/ref :db/cardinality :db.cardinality/many :db/isComponent true}",
+         one("w/label", "string")]
+        + [one(a, "string") for a in strs] + [many(a, "long") for a in longs] + [one(a, "ref") for a in refs]
+        + [one(a, "boolean") for a in flags]) + "]")
+    # entity k holds every third string from k on, longs {k, 10k} for even attributes, ref i to entity (k + i) % 3
+    # when i != k, the flags of parity k, and entity 0 two parts
+    names = ["e0", "e1", "e2"]
+    want = {}
+    forms = []
+    for k, n in enumerate(names):
+        m = {"w/name": n}
+        m.update({a: f"{n}-{a}" for i, a in enumerate(strs) if i % 3 == k})
+        m.update({a: [k, 10 * k + i] for i, a in enumerate(longs) if i % 2 == 0})
+        m.update({a: names[(k + i) % 3] for i, a in enumerate(refs) if i != k})
+        m.update({a: (i + k) % 2 == 0 for i, a in enumerate(flags)})
+        want[n] = m
+        edn = " ".join(f":{a} " + (json.dumps(v) if isinstance(v, str) and a in strs + ["w/name"] else
+                                   f'[:w/name "{v}"]' if a in refs else
+                                   "[" + " ".join(map(str, v)) + "]" if isinstance(v, list) else
+                                   ("true" if v else "false"))
+                       for a, v in m.items() if a not in refs)
+        forms.append(f"{{:db/id \"{n}\" {edn}}}")
+    forms.append('{:w/name "e0" :w/part [{:w/label "p1"} {:w/label "p2"}]}')
+    ids = transact(con, "[" + " ".join(forms) + "]")["tempids"]
+    transact(con, "[" + " ".join(f'[:db/add [:w/name "{n}"] :{a} [:w/name "{v}"]]'
+                                 for n, m in want.items() for a, v in m.items() if a in refs) + "]")
+    ent = {n: ids[n] for n in names}
+    parts = sorted(r[0] for r in con.execute("FROM mentat_q('[:find ?p :where [_ :w/part ?p]]')").fetchall())
+
+    def expected(n):
+        m = {"db/id": ent[n]}
+        for a, v in want[n].items():
+            m[a] = {"db/id": ent[v]} if a in refs else sorted(set(v)) if isinstance(v, list) else v
+        return m
+
+    def present(got):
+        return {k: v for k, v in got.items() if v is not None}
+
+    for n in names:
+        got = present(pull(con, "[*]", ent[n]))
+        parts_got = got.pop("w/part", None)
+        assert got == expected(n), n
+        if n == "e0":
+            assert [json.loads(p) for p in parts_got] == [{"db/id": p, "w/label": f"p{i + 1}"}
+                                                        for i, p in enumerate(parts)]
+        # the same attributes named, ten to a pattern (levels narrow enough for one union)
+        attrs = ["w/name"] + strs + longs + refs + flags
+        named = {}
+        for start in range(0, len(attrs), 10):
+            named.update(pull(con, "[" + " ".join(":" + a for a in attrs[start:start + 10]) + "]", ent[n]))
+        assert present(named) == {k: v for k, v in expected(n).items() if k != "db/id"}, n
+    rows = con.execute("SELECT pull FROM mentat_pull_many('[*]', ?)", [[ent[n] for n in names]]).fetchall()
+    for (got,), n in zip(rows, names):
+        got = present(got)
+        got.pop("w/part", None)
+        assert got == expected(n), n
+    found = con.execute("FROM mentat_q('[:find ?n (pull ?e [* {:w/_r1 [:w/name]}]) :where [?e :w/name ?n]]')").fetchall()
+    assert len(found) == 3
+    for n, got in found:
+        got = present(got)
+        got.pop("w/part", None)
+        back = got.pop("w/_r1", None)
+        assert got == expected(n), n
+        # entity j points its :w/r1 at (j + 1) % 3 unless j is 1
+        holders = sorted(names[j] for j in range(3) if j != 1 and names[(j + 1) % 3] == n)
+        assert sorted(x["w/name"] for x in back or []) == holders, n

@@ -65,7 +65,9 @@
 //! read by one branch each (`ids JOIN source ON source.e = ids.e`, so DuckDB pushes the ids into the scan
 //! as a dynamic filter and the e-ordered tables' zone maps skip row groups), the branches are glued by
 //! `UNION ALL BY NAME` and folded by one `GROUP BY e` (`any_value` for cardinality-one, `list(... ORDER BY
-//! v)` for many). A nested level reads the distinct ref values of its parent (a MATERIALIZED CTE) as its
+//! v)` for many); a level of more than [`UNION_CHUNK`] attributes (a `*` over a wide schema) in chunks of that
+//! many, each folded on its own and joined by `e`, since DuckDB pads every branch of a union by name to all of its
+//! columns. A nested level reads the distinct ref values of its parent (a MATERIALIZED CTE) as its
 //! ids. Planning cost is linear in the pattern (correlated scalar subqueries would make DuckDB's join
 //! orderer enumerate cross products: 60 ms of planning for ten attributes).
 //!
@@ -752,6 +754,10 @@ struct Field {
     agg: Option<String>,
 }
 
+/// Attributes of a pull level read by one `UNION ALL BY NAME` at most (DuckDB); a wider level is read in chunks of
+/// this many, each folded by its own aggregate (see [`Compiler::typed_node`]).
+const UNION_CHUNK: usize = 16;
+
 /// The SELECT of the datoms of one field: `SELECT {here} AS e, {expr} AS {column}, ... FROM {from}`.
 struct Branch {
     here: String,
@@ -930,11 +936,56 @@ impl Compiler<'_> {
             Dialect::DuckDb => "\n    UNION ALL BY NAME\n    ",
             Dialect::Spark => "\n    UNION ALL\n    ",
         };
+        let aggs: Vec<&str> = fields.iter().filter_map(|f| f.agg.as_deref()).collect();
+        let one = self.top_param && ids == IDS;
         let body = if branches.is_empty() {
             format!("SELECT i.e AS e, {st} AS pull FROM {ids} AS i")
+        } else if self.dialect == Dialect::DuckDb && branches.len() > UNION_CHUNK {
+            // DuckDB pads every branch of a UNION ALL BY NAME to all the union's columns: a `*` over a schema of
+            // 150 attributes made 150 branches of 150-odd columns each, and a pull of `[* {:ref ...}]` five such
+            // levels, whose vectors DuckDB allocated before running (7.9 s for 11 entities, all of it before the
+            // first row). In chunks of UNION_CHUNK attributes, each folded by its own aggregate and joined by e,
+            // the padding grows with the chunk, not with the schema.
+            let chunks: Vec<(String, String)> = branches
+                .chunks(UNION_CHUNK)
+                .zip(aggs.chunks(UNION_CHUNK))
+                .map(|(b, a)| (a.join(", "), b.join(union)))
+                .collect();
+            let names: Vec<String> = (1..=chunks.len()).map(|k| format!("g{k}")).collect();
+            let cols: Vec<String> = names.iter().map(|g| format!("{g}.* EXCLUDE (e)")).collect();
+            if one {
+                let parts: Vec<String> = chunks
+                    .iter()
+                    .zip(&names)
+                    .map(|((a, b), g)| format!("(\n  SELECT count(*) AS n, {a}\n  FROM (\n    {b}\n  ) AS u\n) AS {g}"))
+                    .collect();
+                let n: Vec<String> = names.iter().map(|g| format!("{g}.n")).collect();
+                let cols: Vec<String> = names.iter().map(|g| format!("{g}.* EXCLUDE (n)")).collect();
+                let pull = if has_id { st } else { format!("CASE WHEN g.n > 0 THEN {st} END") };
+                format!(
+                    "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i CROSS JOIN (\nSELECT {} AS n, {}\nFROM {}\n) AS g",
+                    n.join(" + "),
+                    cols.join(", "),
+                    parts.join(",\n")
+                )
+            } else {
+                let joins: Vec<String> = chunks
+                    .iter()
+                    .zip(&names)
+                    .map(|((a, b), g)| {
+                        format!("LEFT JOIN (\n  SELECT e, {a}\n  FROM (\n    {b}\n  ) AS u GROUP BY e\n) AS {g} ON {g}.e = k.e")
+                    })
+                    .collect();
+                let found: Vec<String> = names.iter().map(|g| format!("{g}.e IS NOT NULL")).collect();
+                let pull = if has_id { st } else { format!("CASE WHEN g.found THEN {st} END") };
+                format!(
+                    "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i LEFT JOIN (\nSELECT k.e AS e, {} AS found, {}\nFROM (SELECT DISTINCT e FROM {ids}) AS k\n{}\n) AS g ON g.e = i.e",
+                    found.join(" OR "),
+                    cols.join(", "),
+                    joins.join("\n")
+                )
+            }
         } else {
-            let aggs: Vec<&str> = fields.iter().filter_map(|f| f.agg.as_deref()).collect();
-            let one = self.top_param && ids == IDS;
             let found = if one { "g.n > 0" } else { "g.e IS NOT NULL" };
             let pull = if has_id { st } else { format!("CASE WHEN {found} THEN {st} END") };
             if one {
