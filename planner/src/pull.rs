@@ -38,7 +38,7 @@
 //!   as `:db/ident` included), under the rules above. "Hold" is decided by a probe of the data before the
 //!   statement is compiled ([`compile_pull_held`], [`CompiledPull::held_input_sql`]): for one entity its own
 //!   attributes, for many (pull-many, or a find element over an answer) the union over them, so the STRUCT has
-//!   one type for the whole answer. Without a probe (the SQL of `mentat_sql` in DuckDB's dialect), every
+//!   one type for the whole answer; the JSON of an unbounded walk has the attributes its entities hold. Without a probe (the SQL of `mentat_sql` in DuckDB's dialect), every
 //!   attribute of the schema; `mentat_sql` in Spark's dialect runs the probe in DuckDB first.
 //!   Attributes named explicitly next to `*` replace the wildcard's field of the same attribute in place;
 //!   other explicit specs follow.
@@ -65,7 +65,7 @@
 //! read by one branch each (`ids JOIN source ON source.e = ids.e`, so DuckDB pushes the ids into the scan
 //! as a dynamic filter and the e-ordered tables' zone maps skip row groups), the branches are glued by
 //! `UNION ALL BY NAME` and folded by one `GROUP BY e` (`any_value` for cardinality-one, `list(... ORDER BY
-//! v)` for many); a level of more than [`UNION_CHUNK`] attributes (a `*` over a wide schema) in chunks of that
+//! v)` for many); a level of more than 16 attributes (`UNION_CHUNK`; a `*` over a wide schema) in chunks of that
 //! many, each folded on its own and joined by `e`, since DuckDB pads every branch of a union by name to all of its
 //! columns. A nested level reads the distinct ref values of its parent (a MATERIALIZED CTE) as its
 //! ids. Planning cost is linear in the pattern (correlated scalar subqueries would make DuckDB's join
@@ -330,14 +330,21 @@ pub fn compile_pull_held(
 
 /// The probe of a wildcard pattern: `SELECT DISTINCT a` over the attributes (every attribute of the schema) that
 /// any entity of a `*` level holds: one UNION ALL of `(a, e)` over every attribute's table, kept where `e` is one of
-/// those entities.
+/// those entities. An attribute held by an entity of an unbounded walk ([`Compiler::rec_node`]: `...`, or a
+/// component pulled whole) comes back negated: the walks' JSON is then expanded to those attributes (and the typed
+/// levels'), not to the whole schema. Only the CTEs the ids read are sent ([`ctes_for`]).
+///
+/// Measured over the fuzz store of `benchmarks/py/fuzz_ext.py` (150 attributes, 11 users; 2026-12-03):
+/// `[* {:user/_manager ...}]` on one entity 4.1 s with the walk expanded to every attribute (a 260 KB statement,
+/// nearly all of it DuckDB's optimizer), 0.067 s with it narrowed; `[*]` 0.054 -> 0.039 s with the probe's
+/// statement cut to the ids' CTEs. Same answers (one entity, pull-many and a find, each pattern).
 ///
 /// Measured (2026-12-03, prepared statements executed again, so that planning is left out): an EXISTS per
 /// attribute, each its own join with the entities, cost 18.7 ms for one entity of a 44-attribute store of a few
 /// datoms, against 4.7 ms for this one filter over the union; on the 2.76 M datoms of scale s (22 attributes) 8.0
 /// against 5.7 ms for one entity and 16.4 against 7.7 ms for 100 (DuckDB pushes the filter into each table's scan).
 fn held_sql(c: &Compiler, schema: &Schema) -> Result<String, PlanError> {
-    let ids: Vec<String> = c.wild_ids.iter().map(|w| format!("SELECT e FROM {w}")).collect();
+    let ids: Vec<String> = c.wild_ids.iter().map(|(w, walk)| format!("SELECT e, {walk} AS walk FROM {w}")).collect();
     let mut branches = Vec::new();
     for a in schema.attributes() {
         branches.push(format!(
@@ -346,13 +353,47 @@ fn held_sql(c: &Compiler, schema: &Schema) -> Result<String, PlanError> {
             source_sql(&c.ctx, a.entid)?
         ));
     }
-    let mut ctes = c.ctes.clone();
+    let names: Vec<String> = c.wild_ids.iter().map(|(w, _)| w.clone()).collect();
+    let mut ctes = ctes_for(&c.ctes, &names);
     ctes.push(format!("pull_held AS{} ({})", hint(c.dialect, true), ids.join(" UNION ")));
+    // an attribute held by a walk's entity comes back negated: the walks' JSON has its own `*` (Compiler::new)
     Ok(format!(
-        "{}\nSELECT DISTINCT h.a AS a FROM (\n{}\n) AS h WHERE h.e IN (SELECT e FROM pull_held)",
+        "{}\nSELECT DISTINCT CASE WHEN w.walk THEN -h.a ELSE h.a END AS a FROM (\n{}\n) AS h JOIN pull_held AS w ON w.e = h.e",
         ctes.join(",\n"),
         branches.join("\nUNION ALL\n")
     ))
+}
+
+/// The CTEs of `ctes` (each `name AS ...`, in dependency order) that the CTEs named `roots` read, directly or
+/// through others, in their order: the probe of a `*` needs the ids of its levels, not the levels' STRUCTs, which
+/// over a wide schema are most of the statement (DuckDB parses and binds every CTE it is given).
+fn ctes_for(ctes: &[String], roots: &[String]) -> Vec<String> {
+    let name = |cte: &str| cte.split_whitespace().next().unwrap_or("").to_string();
+    // whether `text` names `n` as a whole identifier
+    let names = |text: &str, n: &str| {
+        text.match_indices(n).any(|(at, _)| {
+            let before = text[..at].chars().next_back().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            let after = text[at + n.len()..].chars().next().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            before && after
+        })
+    };
+    let mut keep = vec![false; ctes.len()];
+    let mut wanted: Vec<String> = roots.to_vec();
+    while let Some(w) = wanted.pop() {
+        if let Some(i) = ctes.iter().position(|c| name(c) == w) {
+            if !keep[i] {
+                keep[i] = true;
+                let body = &ctes[i][w.len()..];
+                for (j, other) in ctes.iter().enumerate() {
+                    let n = name(other);
+                    if j != i && !keep[j] && names(body, &n) {
+                        wanted.push(n);
+                    }
+                }
+            }
+        }
+    }
+    ctes.iter().zip(keep).filter(|(_, k)| *k).map(|(c, _)| c.clone()).collect()
 }
 
 /// The fields of a flat pattern, `*` expanded as [`compile_pull`] expands it, for the entity path
@@ -632,10 +673,15 @@ struct Compiler<'a> {
     n: usize,
     /// The top level's ids are the one entity `$1`: filter on it directly.
     top_param: bool,
-    /// The attributes `*` expands to (see [`compile_pull_held`]); None: every attribute of the schema.
+    /// The attributes `*` expands to in typed levels (see [`compile_pull_held`]); None: every attribute of the
+    /// schema.
     held: Option<Vec<Entid>>,
-    /// The ids CTEs of the levels whose pattern has `*` (what [`CompiledPull::held_input_sql`] reads).
-    wild_ids: Vec<String>,
+    /// The attributes `*` expands to in the JSON of unbounded walks ([`Compiler::rec_node`]): those of the walks'
+    /// entities and of the typed levels'; None: every attribute of the schema.
+    walk_held: Option<Vec<Entid>>,
+    /// The ids CTEs of the levels whose pattern has `*` (what [`CompiledPull::held_input_sql`] reads), and whether
+    /// each is a walk's.
+    wild_ids: Vec<(String, bool)>,
 }
 
 /// The parameter of [`CompiledPull::one_sql`].
@@ -808,7 +854,11 @@ impl Compiler<'_> {
             ctes: Vec::new(),
             n: 0,
             top_param,
-            held: held.map(<[Entid]>::to_vec),
+            // the probe gives a typed level's attributes as entids, a walk's negated ([`held_sql`])
+            held: held.map(|h| h.iter().copied().filter(|a| *a > 0).collect()),
+            // a walk's JSON holds the typed levels' attributes too: a walk's top STRUCT (`top` of rec_node) is
+            // extracted from it, and an attribute no node holds is only a key left out
+            walk_held: held.map(|h| h.iter().map(|a| a.abs()).collect()),
             wild_ids: Vec::new(),
         }
     }
@@ -888,7 +938,7 @@ impl Compiler<'_> {
     /// without a bound, else [`Compiler::typed_node`].
     fn node(&mut self, pat: &Pattern, ids: &str, budget: &Budget) -> Result<Level, PlanError> {
         if pat.wildcard {
-            self.wild_ids.push(ids.to_string());
+            self.wild_ids.push((ids.to_string(), false));
         }
         let specs = self.expand(pat);
         if specs.iter().any(unbounded) {
@@ -1026,7 +1076,9 @@ impl Compiler<'_> {
     /// has every attribute of `*` that its entity holds.
     fn rec_node(&mut self, pat: &Pattern, top: &[Spec], ids: &str, budget: &Budget) -> Result<Level, PlanError> {
         let schema = self.ctx.schema;
-        let all = self.expand_with(pat, None);
+        // `*` as the walk's entities hold it: the probe ([`held_sql`]) reads them (pushed below), so the attributes
+        // cover every node's; without a probe, every attribute of the schema
+        let all = self.expand_with(pat, self.walk_held.as_deref());
         let specs = &all[..];
         // the walk's edges: one branch per recursive spec, `slot` its index in `specs`
         let mut edges = Vec::new();
@@ -1041,6 +1093,11 @@ impl Compiler<'_> {
                 "SELECT d.{here} AS here, d.{there} AS there, {k} AS slot FROM {} AS d",
                 source_sql(&self.ctx, aid)?
             ));
+        }
+        if edges.is_empty() {
+            // `*` narrowed to what the walk's entities hold left no recursive attribute (no entity holds one):
+            // the walk is its first step
+            edges.push("SELECT NULL::BIGINT AS here, NULL::BIGINT AS there, NULL::INTEGER AS slot WHERE false".into());
         }
         let walk = self.fresh("walk");
         self.ctes.push(format!(
@@ -1058,6 +1115,9 @@ impl Compiler<'_> {
         } else {
             let vids = self.fresh("ids");
             self.ctes.push(format!("{vids} AS MATERIALIZED (SELECT DISTINCT e FROM {walk} WHERE NOT stub)"));
+            if pat.wildcard {
+                self.wild_ids.push((vids.clone(), true));
+            }
             Some(self.typed_node(pat, &others, &vids, budget)?)
         };
         // per node, the JSON text between two recursive fields: `"name":value` for each present field, joined
@@ -1347,6 +1407,25 @@ mod tests {
     use super::*;
     use crate::schema::{Attribute, Unique};
     use crate::source::TimeBound;
+
+    #[test]
+    fn a_probe_keeps_the_ctes_its_ids_read() {
+        let ctes: Vec<String> = [
+            "pull_ids1 AS MATERIALIZED (SELECT 1 AS e)",
+            "pull_walk2 AS MATERIALIZED (SELECT e FROM pull_ids1)",
+            "pull_n3 AS (SELECT e FROM pull_walk2 JOIN big ON true)",
+            "pull_ids12 AS MATERIALIZED (SELECT e FROM pull_walk2)",
+            "pull_n13 AS (SELECT e FROM pull_ids12)",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let kept = ctes_for(&ctes, &["pull_ids12".to_string()]);
+        assert_eq!(kept, vec![ctes[0].clone(), ctes[1].clone(), ctes[3].clone()]);
+        // a name is matched whole: pull_ids1 is not read by a CTE that names pull_ids12 only
+        assert_eq!(ctes_for(&ctes[3..4], &["pull_ids12".to_string()]), vec![ctes[3].clone()]);
+        assert!(ctes_for(&ctes, &["absent".to_string()]).is_empty());
+    }
 
     fn schema() -> Schema {
         let mut email = Attribute::new(100, ":user/email", ValueType::String);
