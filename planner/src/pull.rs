@@ -38,8 +38,9 @@
 //!   as `:db/ident` included), under the rules above. "Hold" is decided by a probe of the data before the
 //!   statement is compiled ([`compile_pull_held`], [`CompiledPull::held_input_sql`]): for one entity its own
 //!   attributes, for many (pull-many, or a find element over an answer) the union over them, so the STRUCT has
-//!   one type for the whole answer; the JSON of an unbounded walk has the attributes its entities hold. Without a probe (the SQL of `mentat_sql` in DuckDB's dialect), every
-//!   attribute of the schema; `mentat_sql` in Spark's dialect runs the probe in DuckDB first.
+//!   one type for the whole answer; the JSON of an unbounded walk has the attributes its entities hold. Without
+//!   a probe (the SQL of `mentat_sql` in DuckDB's dialect), every attribute of the schema; `mentat_sql` in
+//!   Spark's dialect runs the probe in DuckDB first.
 //!   Attributes named explicitly next to `*` replace the wildcard's field of the same attribute in place;
 //!   other explicit specs follow.
 //! * recursion: `{:a n}` expands n levels, typed, each level with the pattern the recursive spec sits in;
