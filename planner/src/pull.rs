@@ -1003,7 +1003,9 @@ impl Compiler<'_> {
                 .map(|(b, a)| (a.join(", "), b.join(union)))
                 .collect();
             let names: Vec<String> = (1..=chunks.len()).map(|k| format!("g{k}")).collect();
-            let cols: Vec<String> = names.iter().map(|g| format!("{g}.* EXCLUDE (e)")).collect();
+            // the chunks' columns without their own key (`n`, the count of one entity's datoms, or `e`)
+            let cols =
+                |key: &str| names.iter().map(|g| format!("{g}.* EXCLUDE ({key})")).collect::<Vec<_>>().join(", ");
             if one {
                 let parts: Vec<String> = chunks
                     .iter()
@@ -1011,12 +1013,11 @@ impl Compiler<'_> {
                     .map(|((a, b), g)| format!("(\n  SELECT count(*) AS n, {a}\n  FROM (\n    {b}\n  ) AS u\n) AS {g}"))
                     .collect();
                 let n: Vec<String> = names.iter().map(|g| format!("{g}.n")).collect();
-                let cols: Vec<String> = names.iter().map(|g| format!("{g}.* EXCLUDE (n)")).collect();
                 let pull = if has_id { st } else { format!("CASE WHEN g.n > 0 THEN {st} END") };
                 format!(
                     "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i CROSS JOIN (\nSELECT {} AS n, {}\nFROM {}\n) AS g",
                     n.join(" + "),
-                    cols.join(", "),
+                    cols("n"),
                     parts.join(",\n")
                 )
             } else {
@@ -1032,7 +1033,7 @@ impl Compiler<'_> {
                 format!(
                     "SELECT i.e AS e, {pull} AS pull\nFROM {ids} AS i LEFT JOIN (\nSELECT k.e AS e, {} AS found, {}\nFROM (SELECT DISTINCT e FROM {ids}) AS k\n{}\n) AS g ON g.e = i.e",
                     found.join(" OR "),
-                    cols.join(", "),
+                    cols("e"),
                     joins.join("\n")
                 )
             }
