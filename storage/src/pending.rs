@@ -408,9 +408,13 @@ impl Pending {
                 })
             });
         let unheld: Vec<Entid> = attrs.iter().copied().filter(|a| snap.attr(*a).is_none()).collect();
-        let loggable = kind_loggable && (unheld.is_empty() || settings.always);
+        // a large group is logged whatever the index holds: its rows would each cost a table write now, and the
+        // log's apply writes many groups' rows per attribute table at once (storage/README.md "Large groups
+        // through the log"); a small one on attributes the index does not hold is written, since the next group
+        // reading them from the tables would apply the log first
+        let loggable = kind_loggable && (unheld.is_empty() || settings.always || n > WANT_INDEX_DATOMS);
         // a small group kept from the log only by attributes the index does not hold asks for them: the next
-        // groups on them are logged (a bulk load gains little from the log, and is left alone)
+        // groups on them are logged
         if kind_loggable && !loggable && n <= WANT_INDEX_DATOMS {
             store.index.want(unheld);
         }

@@ -42,6 +42,9 @@ class Mentat(Peer):
         for text in texts:
             tx, n = c.execute("SELECT tx, datoms FROM mentat_transact(?)", [text]).fetchall()[0]
             datoms += n - 1  # less the :db/txInstant datom
+        # the time includes applying the transaction log to the tables (groups of new entities go to the log
+        # first: storage/README.md "The transaction log"), so the figure is the load into DuckDB's tables
+        c.execute("SELECT * FROM mentat_sync()").fetchall()
         secs = time.perf_counter() - t0
         self.last_initial_tx = tx
         if datoms != self.ds.truth["datoms"]["initial"]:
