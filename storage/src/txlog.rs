@@ -19,7 +19,9 @@
 //!
 //! - **What may be logged**: a group that wrote nothing to the tables itself (no schema change, no
 //!   `:db/retractEntity`), all of whose attributes the entity index holds (so the transactor's reads of them never
-//!   go to the tables) and none of which is fulltext or a schema attribute; `:db/txInstant` datoms go with them.
+//!   go to the tables) or of more than [`crate::pending::WANT_INDEX_DATOMS`] datoms (a bulk load's: one table
+//!   write per attribute and group costs more than the next group's apply of the log before it reads them), and
+//!   none of whose attributes is fulltext or a schema attribute; `:db/txInstant` datoms go with them.
 //!   Anything else is written to the tables as before, after the log is applied when it holds one of the group's
 //!   attributes (so that per attribute, datoms reach the tables in tx order). A small group (at most
 //!   [`crate::pending::WANT_INDEX_DATOMS`]) written to the tables only because the index did not hold some of its
