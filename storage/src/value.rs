@@ -117,7 +117,7 @@ pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &str) -> Result<Val> {
         (ValueType::Double, Edn::Float(x)) => Val::Double(x.into_inner()),
         (ValueType::Double, Edn::Integer(i)) => Val::Double(*i as f64),
         (ValueType::String | ValueType::Uri, Edn::String(s)) => Val::Str(s.clone()),
-        (ValueType::Keyword, Edn::Keyword(k)) => Val::Str(k.to_string()),
+        (ValueType::Keyword, Edn::Keyword(k)) => Val::Str(crate::txparse::ident_text(k)),
         (ValueType::Boolean, Edn::Boolean(b)) => Val::Bool(*b),
         (ValueType::Instant, Edn::Inst(t)) => Val::Instant(t.timestamp_micros()),
         (ValueType::Instant, Edn::Integer(ms)) => Val::Instant(ms.checked_mul(1000).ok_or_else(wrong)?),
