@@ -4,7 +4,6 @@
 //! `storage` builds from the store's bootstrap attribute tables at open time (O(schema)) and passes into the
 //! planner. Planner tests build one by hand with [`Schema::with_attribute`].
 
-use std::collections::HashMap;
 use std::fmt;
 
 /// An entity id (Datomic/Mentat "entid"): a signed 64-bit integer, allocated per partition.
@@ -225,9 +224,9 @@ impl Attribute {
 /// The schema cache: every ident and every attribute of one store.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Schema {
-    ident_to_entid: HashMap<String, Entid>,
-    entid_to_ident: HashMap<Entid, String>,
-    attributes: HashMap<Entid, Attribute>,
+    ident_to_entid: foldhash::HashMap<String, Entid>,
+    entid_to_ident: foldhash::HashMap<Entid, String>,
+    attributes: foldhash::HashMap<Entid, Attribute>,
     /// The store's fulltext stemming language (its `meta` row [`crate::fulltext::LANGUAGE_KEY`]); None is
     /// [`crate::fulltext::DEFAULT_LANGUAGE`].
     fulltext_language: Option<String>,

@@ -147,7 +147,7 @@ impl Pending {
     ) -> Result<CurrentValues> {
         self.read_base(conn, store, schema, pairs.iter().copied())?;
         let base = self.base.borrow();
-        let mut out = CurrentValues::new();
+        let mut out = CurrentValues::default();
         for p in pairs {
             let mut values: Vec<(Val, Entid)> = match base.get(p) {
                 Some(rows) if self.retracted.is_empty() => rows.clone(),

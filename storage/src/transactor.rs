@@ -19,7 +19,8 @@ use crate::value::Val;
 use duckdb::Connection;
 use planner::layout::{self, StoreName};
 use planner::schema::{Attribute, Entid, Schema, TupleSpec, Unique, ValueType};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// What a committed transaction reports (the row `mentat_transact` returns).
@@ -817,7 +818,7 @@ impl<'a> Tx<'a> {
         }
         Pending::require_empty(self.pending, "a schema change")?;
         crate::before_write(self.conn)?;
-        let mut props: HashMap<Entid, HashMap<Entid, String>> = HashMap::new();
+        let mut props: HashMap<Entid, std::collections::HashMap<Entid, String>> = HashMap::new();
         for e in &touched {
             props.insert(*e, self.before.attribute(*e).map(attribute_props).unwrap_or_default());
         }
@@ -1256,8 +1257,8 @@ fn check_tuple(schema: &Schema, a: &Attribute) -> std::result::Result<(), String
 }
 
 /// The schema datoms of an installed attribute, as the text `attribute_from_props` reads.
-fn attribute_props(a: &Attribute) -> HashMap<Entid, String> {
-    let mut p = HashMap::new();
+fn attribute_props(a: &Attribute) -> std::collections::HashMap<Entid, String> {
+    let mut p = std::collections::HashMap::new();
     p.insert(layout::DB_VALUE_TYPE, layout::value_type_entid(a.value_type).to_string());
     p.insert(
         layout::DB_CARDINALITY,
