@@ -17,9 +17,9 @@ use crate::trace::Trace;
 use crate::txparse::{parse_edn, parse_forms, EntityPlace, TempId, Term, ValuePlace};
 use crate::value::Val;
 use duckdb::Connection;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use planner::layout::{self, StoreName};
 use planner::schema::{Attribute, Entid, Schema, TupleSpec, Unique, ValueType};
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
