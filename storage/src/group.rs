@@ -144,11 +144,11 @@ fn transact_group(
     for p in parsed {
         match p {
             Ok(f) => {
-                forms.push(f);
+                forms.push(Arc::new(f));
                 results.push(None);
             }
             Err(e) => {
-                forms.push(Vec::new());
+                forms.push(Arc::new(Vec::new()));
                 results.push(Some(Err(e)));
             }
         }

@@ -14,7 +14,7 @@ use crate::pending::Pending;
 use crate::stage::{self, from_store, read_val, to_store, KEYS, STAGE};
 use crate::store::{self, Partitions, Store, StoreState};
 use crate::trace::Trace;
-use crate::txparse::{parse_edn, parse_forms, EntityPlace, TempId, Term, ValuePlace};
+use crate::txparse::{parse_edn, parse_forms, EntityPlace, FormText, TempId, Term, ValuePlace};
 use crate::value::Val;
 use duckdb::Connection;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
@@ -47,7 +47,7 @@ pub fn transact(conn: &Connection, store: &Store, edn: &str) -> Result<TxReport>
         return Err(StorageError::Store(format!("{} is read-only ({why}): transactions cannot change it", store.name)));
     }
     let _writer = store.lock_writer_settled(conn)?;
-    let forms = parse_edn(edn)?;
+    let forms = Arc::new(parse_edn(edn)?);
     trace.mark("edn");
     let a = crate::in_transaction(conn, || run_open(conn, store, &forms, &mut trace))?;
     trace.mark("commit");
@@ -73,7 +73,12 @@ pub(crate) struct Applied {
     pub new_entities: HashSet<Entid>,
 }
 
-fn run_open(conn: &Connection, store: &Store, forms: &[edn_format::Value], trace: &mut Trace) -> Result<Applied> {
+fn run_open(
+    conn: &Connection,
+    store: &Store,
+    forms: &Arc<Vec<edn_format::Value>>,
+    trace: &mut Trace,
+) -> Result<Applied> {
     // Inside the transaction, so that the partition marks checked here are the ones this transaction moves.
     let state = store.refresh(conn)?;
     trace.mark("refresh");
@@ -419,9 +424,9 @@ impl<'a> Tx<'a> {
                     | Term::Retract { v: ValuePlace::Entity(EntityPlace::TempId(y)), .. } => y == t,
                     _ => false,
                 })
-                .map_or("the transaction", Term::form);
+                .map_or_else(|| "the transaction".to_string(), |x| x.form().to_string());
             return Err(StorageError::BadForm {
-                form: form.to_string(),
+                form,
                 reason: format!(
                     ":db.error/tempid-not-an-entity: tempid {t} is used only as a value; no datom is about it"
                 ),
@@ -497,7 +502,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn entity(&self, p: &EntityPlace, form: &str) -> Result<Entid> {
+    fn entity(&self, p: &EntityPlace, form: &FormText) -> Result<Entid> {
         self.try_entity(p).ok_or_else(|| match p {
             EntityPlace::Ident(i) => StorageError::UnknownIdent { ident: i.clone(), form: form.to_string() },
             EntityPlace::LookupRef(a, v) => StorageError::LookupRef {
@@ -525,7 +530,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn value(&self, v: &ValuePlace, form: &str) -> Result<Val> {
+    fn value(&self, v: &ValuePlace, form: &FormText) -> Result<Val> {
         match v {
             ValuePlace::Scalar(s) => Ok(s.clone()),
             ValuePlace::Entity(p) => Ok(Val::Ref(self.entity(p, form)?)),
@@ -1358,7 +1363,7 @@ pub fn transact_speculative<R>(
     }
     let mut trace = Trace::start();
     let _writer = store.lock_writer_settled(conn)?;
-    let forms = parse_edn(edn)?;
+    let forms = Arc::new(parse_edn(edn)?);
     let open = crate::Open::begin(conn)?;
     let out = run_open(conn, store, &forms, &mut trace).and_then(|a| f(&a.report, &a.state));
     drop(open); // rolled back: nothing of the transaction stays

@@ -105,7 +105,7 @@ impl std::fmt::Display for Val {
 /// exact); floats from doubles or integers, rounded to the nearest `f32` as Datomic coerces them (a double beyond
 /// `f32`'s range is refused). A bigint beyond HUGEINT or a bigdec beyond `DECIMAL(38,18)` is refused with the
 /// wrong-type error, never rounded.
-pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &str) -> Result<Val> {
+pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &dyn std::fmt::Display) -> Result<Val> {
     let wrong = || StorageError::WrongType {
         value: edn_format::emit_str(v),
         attribute: attr.ident.clone(),
@@ -165,20 +165,20 @@ mod tests {
     #[test]
     fn scalars_follow_value_types() {
         let p = |s: &str| edn_format::parse_str(s).unwrap();
-        assert_eq!(scalar_from_edn(&p("3"), &attr(ValueType::Long), "f").unwrap(), Val::Long(3));
-        assert_eq!(scalar_from_edn(&p("3"), &attr(ValueType::Double), "f").unwrap(), Val::Double(3.0));
-        assert_eq!(scalar_from_edn(&p(":a/b"), &attr(ValueType::Keyword), "f").unwrap(), Val::Str(":a/b".into()));
+        assert_eq!(scalar_from_edn(&p("3"), &attr(ValueType::Long), &"f").unwrap(), Val::Long(3));
+        assert_eq!(scalar_from_edn(&p("3"), &attr(ValueType::Double), &"f").unwrap(), Val::Double(3.0));
+        assert_eq!(scalar_from_edn(&p(":a/b"), &attr(ValueType::Keyword), &"f").unwrap(), Val::Str(":a/b".into()));
         // 2025-01-01T00:00:00Z is 1735689600 seconds after the epoch.
         assert_eq!(
-            scalar_from_edn(&p("#inst \"2025-01-01T00:00:00.000-00:00\""), &attr(ValueType::Instant), "f").unwrap(),
+            scalar_from_edn(&p("#inst \"2025-01-01T00:00:00.000-00:00\""), &attr(ValueType::Instant), &"f").unwrap(),
             Val::Instant(1_735_689_600_000_000)
         );
         assert_eq!(
-            scalar_from_edn(&p("\"F81D4FAE7DEC11D0A76500A0C91E6BF6\""), &attr(ValueType::Uuid), "f").unwrap(),
+            scalar_from_edn(&p("\"F81D4FAE7DEC11D0A76500A0C91E6BF6\""), &attr(ValueType::Uuid), &"f").unwrap(),
             Val::Uuid("f81d4fae-7dec-11d0-a765-00a0c91e6bf6".into())
         );
-        let err = scalar_from_edn(&p("\"x\""), &attr(ValueType::Long), "[:db/add 1 :x/y \"x\"]").unwrap_err();
+        let err = scalar_from_edn(&p("\"x\""), &attr(ValueType::Long), &"[:db/add 1 :x/y \"x\"]").unwrap_err();
         assert!(err.to_string().contains(":db.type/long"), "{err}");
-        assert!(scalar_from_edn(&p("1.5"), &attr(ValueType::Long), "f").is_err());
+        assert!(scalar_from_edn(&p("1.5"), &attr(ValueType::Long), &"f").is_err());
     }
 }
