@@ -78,7 +78,7 @@ impl std::fmt::Display for FormText {
 }
 
 /// One operation of a transaction, attributes resolved to entids and values type-checked.
-/// `form` is the EDN text of the top-level form it came from, for error messages.
+/// `form` is the top-level form it came from, written out as EDN text by the errors that name it.
 #[derive(Clone, Debug)]
 pub enum Term {
     Add { e: EntityPlace, a: Entid, v: ValuePlace, form: FormText },
