@@ -362,8 +362,8 @@ impl Pending {
 
     /// Ends the group: its datoms go to the store's transaction log when it may take them (see `txlog.rs`: the
     /// group wrote nothing to the tables itself, the entity index holds every attribute it wrote or the group has
-    /// more than [`WANT_INDEX_DATOMS`] datoms, and the log stays under its size), else to the tables, after the log when the log holds one of the group's
-    /// attributes or would pass its size. Returns the datoms to log, which [`crate::txlog::TxLog::commit`] makes
+    /// more than [`WANT_INDEX_DATOMS`] datoms, and the log stays under its size), else to the tables, after the
+    /// log when the log holds one of the group's attributes or would pass its size. Returns the datoms to log, which [`crate::txlog::TxLog::commit`] makes
     /// durable after the DuckDB transaction commits.
     pub fn finish(
         &mut self,
