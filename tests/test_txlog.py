@@ -235,6 +235,40 @@ def test_a_log_left_by_a_writer_is_applied_when_the_store_is_opened(tmp_path):
     assert transact(con, "[[:db/add [:k/id 1] :k/n 5]]")["tx"] == max(txs) + 1
 
 
+BULK_WRITER = r"""
+import os, sys, duckdb
+con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+con.execute(f"LOAD '{sys.argv[2]}'")
+con.execute("SELECT * FROM mentat_transact(?)", [sys.argv[3]]).fetchall()
+print(con.execute("SELECT next FROM mentat.partitions WHERE ident = ':db.part/user'").fetchone()[0])
+con.execute("SELECT * FROM mentat_transact(?)", ['[' + ' '.join(f'{{:k/id {i} :k/n {i}}}' for i in range(600)) + ']']).fetchall()
+os._exit(0)  # killed, as far as the log can tell: its record, partition marks and all, is not applied
+"""
+
+
+def test_entids_a_logged_group_allocated_are_never_handed_out_again_after_a_crash(tmp_path):
+    # 600 new entities in one transaction (1,201 datoms: logged whatever the index holds). The group's DuckDB
+    # transaction writes nothing: the :db.part/user mark it moved is in its log record (logfile.rs), and reaches
+    # the partitions table when the reopened store applies the record. Had the mark been lost, the next new
+    # entity would get the entid of the first of the 600.
+    db = tmp_path / "marks.duckdb"
+    out = subprocess.run([sys.executable, "-c", BULK_WRITER, str(db), str(EXT), K_SCHEMA], capture_output=True,
+                         text=True, env={**__import__("os").environ, **KEEP}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    before = int(out.stdout.split()[-1])
+    assert file_rows(db) == 1201
+    con = connect_with(db, **KEEP)
+    # plain SQL over the tables: the 600 entities, and a mark past every one of them
+    ids = con.execute("SELECT e FROM mentat.cur_1 WHERE v = ':k/id'").fetchone()[0]
+    es = [e for (e,) in con.execute(f"SELECT e FROM mentat.cur_{ids}").fetchall()]
+    assert len(es) == 600 and min(es) == before
+    mark = con.execute("SELECT next FROM mentat.partitions WHERE ident = ':db.part/user'").fetchone()[0]
+    assert mark == max(es) + 1
+    e = transact(con, '[{:db/id "new" :k/id 1000 :k/n 1}]')["tempids"]["new"]
+    assert e not in es and e == max(es) + 1
+    assert q(con, "[:find (count ?e) . :where [?e :k/id]]") == [(601,)]
+
+
 def test_load_opens_the_default_store_and_applies_its_log_before_any_call(tmp_path):
     """`LOAD mentat` is the store's cold open (duckdb_ext/src/lib.rs `open_default_store`): with no mentat call
     after it, the log a writer left is applied, as plain SQL over the store's tables shows."""

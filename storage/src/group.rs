@@ -258,8 +258,9 @@ fn transact_group(
             }
         }
         trace.mark("commit");
-        // a logged group is durable once its record is synced to the log file, after DuckDB's COMMIT (which
-        // wrote at most partition marks and an apply of earlier records): a failed sync fails the whole group
+        // a logged group is durable once its record (its datoms and the partition marks it moved) is synced to
+        // the log file, after DuckDB's COMMIT (when the group applied earlier records): a failed sync fails the
+        // whole group
         let outcome = outcome.and_then(|(applied, refused, state, logged)| {
             let synced = logged.is_some();
             store.log.commit(logged)?;

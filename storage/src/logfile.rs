@@ -13,7 +13,9 @@
 //! that a file left beside a database that was since replaced is never applied to the new one), then records of
 //! `len: u32 | crc32(body): u32 | body`, body `seq: u64 | rows: u32 | row*`, a row `a: i64 | e: i64 | added: u8 |
 //! tx: i64 | rtx: i64 | value`, the value a tag byte and its bytes (integers and instants as i64, doubles as f64
-//! bits, floats as f32 bits, text and blobs as `len: u32` and the bytes, booleans as one byte). All little-endian.
+//! bits, floats as f32 bits, text and blobs as `len: u32` and the bytes, booleans as one byte), then, when the
+//! record's group moved the partition marks, `next_db: i64 | next_user: i64` (a record of an earlier version ends
+//! after its rows, and a reader of that version stops at the row count). All little-endian.
 //! Reading stops at the first record that is short or whose checksum fails (a write cut short by a crash, never
 //! acknowledged: the caller is told only after the sync), and the file is cut back there.
 
@@ -38,8 +40,14 @@ pub struct LogFile {
     len: u64,
 }
 
-/// The records of a log file read at open: `(seq, rows)` in file order.
-pub type Records = Vec<(u64, Vec<LogRow>)>;
+/// The partition marks a logged group moved: the next entid of `:db.part/db` and of `:db.part/user`.
+pub type Marks = (Entid, Entid);
+
+/// One record: its sequence number, its rows and the partition marks after its group (None: unmoved).
+pub type Record = (u64, Vec<LogRow>, Option<Marks>);
+
+/// The records of a log file read at open, in file order.
+pub type Records = Vec<Record>;
 
 impl LogFile {
     /// Opens (creating it when missing) the log file at `path` of the store whose log id is `id`, and returns it
@@ -82,14 +90,19 @@ impl LogFile {
         Ok(if ours { parse(&bytes[HEADER as usize..]).0 } else { Vec::new() })
     }
 
-    /// Appends the record `seq` of `rows` and syncs it (`fdatasync`): once this returns Ok, the rows survive a crash.
-    /// On an error the file is cut back to what it held before. Errors: [`StorageError::Store`] naming the file.
-    pub fn append(&mut self, seq: u64, rows: &[LogRow]) -> Result<()> {
+    /// Appends the record `seq` of `rows` and the partition `marks` its group moved, and syncs it (`fdatasync`):
+    /// once this returns Ok, they survive a crash. On an error the file is cut back to what it held before.
+    /// Errors: [`StorageError::Store`] naming the file.
+    pub fn append(&mut self, seq: u64, rows: &[LogRow], marks: Option<Marks>) -> Result<()> {
         let mut body = Vec::with_capacity(12 + rows.len() * 40);
         body.extend(seq.to_le_bytes());
         body.extend((rows.len() as u32).to_le_bytes());
         for r in rows {
             encode_row(&mut body, r)?;
+        }
+        if let Some((db, user)) = marks {
+            body.extend(db.to_le_bytes());
+            body.extend(user.to_le_bytes());
         }
         let mut rec = Vec::with_capacity(body.len() + 8);
         rec.extend((body.len() as u32).to_le_bytes());
@@ -163,7 +176,7 @@ fn parse(bytes: &[u8]) -> (Records, usize) {
     (out, at)
 }
 
-fn record(b: &[u8]) -> Option<((u64, Vec<LogRow>), usize)> {
+fn record(b: &[u8]) -> Option<(Record, usize)> {
     let len = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) as usize;
     let crc = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
     let body = b.get(8..8 + len)?;
@@ -192,7 +205,12 @@ fn record(b: &[u8]) -> Option<((u64, Vec<LogRow>), usize)> {
         };
         rows.push(((e, a, v), added, tx, rtx));
     }
-    Some(((seq, rows), 8 + len))
+    let marks = match r.0.len() {
+        0 => None,
+        16 => Some((r.i64()?, r.i64()?)),
+        _ => return None,
+    };
+    Some(((seq, rows, marks), 8 + len))
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -249,8 +267,8 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let (mut f, recs) = LogFile::open(&path, 7).unwrap();
         assert!(recs.is_empty());
-        f.append(1, &rows()).unwrap();
-        f.append(2, &rows()[..1]).unwrap();
+        f.append(1, &rows(), None).unwrap();
+        f.append(2, &rows()[..1], Some((1000, 70000))).unwrap();
         drop(f);
         let whole = std::fs::metadata(&path).unwrap().len();
         // a third record cut short, as a crash in the middle of its write leaves it
@@ -258,7 +276,7 @@ mod tests {
         raw.write_all(&[40, 0, 0, 0, 1, 2, 3, 4, 5]).unwrap();
         drop(raw);
         let (f, recs) = LogFile::open(&path, 7).unwrap();
-        assert_eq!(recs, vec![(1, rows()), (2, rows()[..1].to_vec())]);
+        assert_eq!(recs, vec![(1, rows(), None), (2, rows()[..1].to_vec(), Some((1000, 70000)))]);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), whole);
         assert_eq!(LogFile::peek(&path, 7).unwrap().len(), 2);
         drop(f);

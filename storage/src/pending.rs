@@ -36,7 +36,7 @@ pub const WANT_INDEX_DATOMS: usize = 1_000;
 /// table reads kept for the group (valid until the next flush). The datoms are the members' own [`Applied`]
 /// values, held here until the group commits; the index refers to them by position, copying none.
 pub(crate) struct Pending {
-    /// The partition marks as the store's table holds them.
+    /// The partition marks as the store's table, or the log's newest record that moved them, holds them.
     parts_written: Partitions,
     /// The members that succeeded, in transaction order, each with the caller's tag.
     members: Vec<(usize, Applied)>,
@@ -433,10 +433,14 @@ impl Pending {
             }
             // every transaction asserts its :db/txInstant, which the attributes above leave out
             attrs.insert(planner::layout::DB_TX_INSTANT);
-            transactor::write_partitions(conn, &store.name, &self.parts_written, parts)?;
+            // the marks go with the record, and reach the `partitions` table when the log is applied: the group's
+            // DuckDB transaction then writes nothing, and sends no COMMIT
+            let before = &self.parts_written;
+            let marks = ((parts.next_db, parts.next_user) != (before.next_db, before.next_user))
+                .then_some((parts.next_db, parts.next_user));
             self.parts_written = *parts;
             self.written = self.members.len();
-            return Ok(Some(crate::txlog::Logged { attrs, rows }));
+            return Ok(Some(crate::txlog::Logged { attrs, rows, marks }));
         }
         if !within || store.log.holds(Some(&attrs)) {
             crate::txlog::apply(conn, store, schema)?;

@@ -1206,6 +1206,19 @@ pub(crate) fn write_partitions(
     Ok(())
 }
 
+/// Raises the stored marks of `:db.part/db` and `:db.part/user` to `marks` (next_db, next_user) where they are
+/// lower: the apply of logged groups, whose records carry the marks they moved (a group written to the tables
+/// since may have stored higher ones already).
+pub(crate) fn raise_partitions(conn: &Connection, store: &StoreName, (db, user): (Entid, Entid)) -> Result<()> {
+    let sql = format!(
+        "UPDATE {} SET next = greatest(next, CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 \
+         ELSE next END)",
+        store.table("partitions")
+    );
+    conn.prepare_cached(&sql)?.execute([db, user])?;
+    Ok(())
+}
+
 /// A single-row query's row, or None when it returned no row.
 fn optional<T>(r: duckdb::Result<T>) -> Result<Option<T>> {
     match r {
