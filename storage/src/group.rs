@@ -277,9 +277,13 @@ fn transact_group(
                 store.index.apply_all(&committed);
                 trace.mark("index");
                 trace.print(&format!("group of {} ({} failed)", members.len(), refused.len()));
-                for (i, a) in applied {
-                    results[i] = Some(Ok(a.report));
+                let mut rest = Vec::with_capacity(applied.len());
+                for (i, mut a) in applied {
+                    let report = TxReport { tempids: std::mem::take(&mut a.report.tempids), ..a.report };
+                    results[i] = Some(Ok(report));
+                    rest.push(a);
                 }
+                drop_later(rest);
                 for (i, e) in refused {
                     results[i] = Some(Err(e));
                 }
@@ -306,5 +310,12 @@ fn transact_group(
             }
         }
     }
+    drop_later(forms);
     results.into_iter().map(|r| r.expect("every member is decided")).collect()
+}
+
+/// Drops `x` on a pool thread: a bulk group's forms and datoms are some 10,000 allocations (0.2 to 0.3 ms to free),
+/// which the caller need not wait for.
+fn drop_later<T: Send + 'static>(x: T) {
+    rayon::spawn(move || drop(x));
 }
