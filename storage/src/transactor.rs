@@ -267,6 +267,7 @@ impl<'a> Tx<'a> {
     /// Entities of attribute `aid` whose current value is one of `values`, through one join (or, inside a group
     /// commit, through the group's [`Pending`] view of the store).
     fn find_by_values(&mut self, aid: Entid, values: &[Val]) -> Result<()> {
+        self.lookups.reserve(values.len());
         let mut values: Vec<&Val> =
             values.iter().filter(|v| !self.lookups.contains_key(&(aid, (*v).clone()))).collect();
         values.retain(|v| match self.cache.cached_lookup(aid, v) {
@@ -364,7 +365,7 @@ impl<'a> Tx<'a> {
     /// `:db.error/tempid-not-an-entity`, an error naming the form.
     fn allocate(&mut self, terms: &[Term]) -> Result<()> {
         let mut order: Vec<TempId> = Vec::new();
-        let mut seen: HashSet<TempId> = HashSet::new();
+        let mut seen: HashSet<TempId> = HashSet::with_capacity(terms.len());
         let mut in_db_part: HashSet<TempId> = HashSet::new();
         let mut identity: HashMap<(Entid, Val), TempId> = HashMap::new();
         let mut alias: HashMap<TempId, TempId> = HashMap::new();
@@ -432,6 +433,8 @@ impl<'a> Tx<'a> {
                 ),
             });
         }
+        self.tempids.reserve(order.len());
+        self.new_entities.reserve(order.len());
         for t in order {
             if self.tempids.contains_key(&t) {
                 continue;
@@ -1315,8 +1318,16 @@ fn attribute_props(a: &Attribute) -> std::collections::HashMap<Entid, String> {
 
 /// Set semantics inside one transaction: a datom stated twice counts once. Keeps first-seen order.
 fn dedupe(v: Vec<Eav>) -> Vec<Eav> {
-    let mut seen = HashSet::with_capacity(v.len());
-    v.into_iter().filter(|d| seen.insert(d.clone())).collect()
+    // seen by reference: cloning every datom (its strings) into the set was a fifth of a bulk transaction's
+    // transactor time (perf, 2026-12-04)
+    let keep: Vec<bool> = {
+        let mut seen: HashSet<&Eav> = HashSet::with_capacity(v.len());
+        v.iter().map(|d| seen.insert(d)).collect()
+    };
+    if keep.iter().all(|k| *k) {
+        return v;
+    }
+    v.into_iter().zip(keep).filter_map(|(d, k)| k.then_some(d)).collect()
 }
 
 /// A transaction may not both add and retract one datom, nor give one entity two values of a
@@ -1328,7 +1339,7 @@ pub fn check_internal_conflicts(
     form_of: &dyn Fn(&Eav, bool) -> Option<String>,
 ) -> Result<()> {
     let retracted: HashSet<&Eav> = retracts.iter().collect();
-    let mut one: HashMap<(Entid, Entid), &Val> = HashMap::new();
+    let mut one: HashMap<(Entid, Entid), &Val> = HashMap::with_capacity(adds.len());
     let name = |d: &Eav, added: bool| form_of(d, added).map_or_else(String::new, |f| format!(" in {f}"));
     for d in adds {
         let ident = schema.ident(d.1).unwrap_or("?");
