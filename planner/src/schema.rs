@@ -295,6 +295,11 @@ impl Schema {
         self.entid(ident).and_then(|e| self.attributes.get(&e))
     }
 
+    /// Whether any attribute is `:db/fulltext true`.
+    pub fn has_fulltext(&self) -> bool {
+        self.attributes.values().any(|a| a.fulltext)
+    }
+
     /// All attributes, ordered by entid.
     pub fn attributes(&self) -> Vec<&Attribute> {
         let mut v: Vec<&Attribute> = self.attributes.values().collect();

@@ -111,6 +111,10 @@ pub(crate) fn maintain<'d>(
     adds: impl Iterator<Item = &'d Eav>,
     retracts: impl Iterator<Item = &'d Eav>,
 ) -> Result<()> {
+    // a schema without fulltext attributes (most) has nothing to look for among a large write's datoms
+    if !schema.has_fulltext() {
+        return Ok(());
+    }
     let fulltext = |a: Entid| schema.attribute(a).is_some_and(|x| x.fulltext);
     let rows: Vec<(&Eav, bool)> = retracts
         .filter(|d| fulltext(d.1))

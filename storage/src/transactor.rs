@@ -1148,9 +1148,16 @@ pub(crate) fn write_datoms<'d>(
     // attribute, after the staged retractions (a bulk load of 500 issues: the staging table's fill, 4.5 ms, and
     // eight INSERT ... SELECTs, 0.8 to 1.5 ms each, against 0.5 to 0.9 ms per appended table; storage/README.md)
     let direct_attr = |a: Entid| stage::appends_directly(value_type(a));
-    let mut direct: BTreeMap<Entid, Vec<(Entid, &Val, Entid)>> = BTreeMap::new();
-    for ((e, a, v), tx) in adds.clone().filter(|(d, _)| direct_attr(d.1)) {
-        direct.entry(*a).or_default().push((*e, v, tx));
+    let mut sizes: BTreeMap<Entid, usize> = BTreeMap::new();
+    for (d, _) in adds.clone() {
+        *sizes.entry(d.1).or_default() += 1;
+    }
+    let mut direct: BTreeMap<Entid, Vec<(Entid, &Val, Entid)>> =
+        sizes.into_iter().filter(|(a, _)| direct_attr(*a)).map(|(a, n)| (a, Vec::with_capacity(n))).collect();
+    for ((e, a, v), tx) in adds.clone() {
+        if let Some(rows) = direct.get_mut(a) {
+            rows.push((*e, v, tx));
+        }
     }
     let staged_adds = adds.filter(|(d, _)| !direct_attr(d.1));
     let added: BTreeSet<Entid> = staged_adds.clone().map(|(d, _)| d.1).collect();
