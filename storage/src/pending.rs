@@ -319,7 +319,7 @@ impl Pending {
         // a value the store's unique-value cache knows never gets here (the transactor asks the cache first)
         let missing: Vec<&Val> = values
             .filter(|v| seen.insert(*v))
-            .filter(|v| !known.contains_key(&(a, (*v).clone())) && store.cached_lookup(a, v).is_none())
+            .filter(|v| store.cached_lookup(a, v).is_none() && !known.contains_key(&(a, (*v).clone())))
             .collect();
         if missing.is_empty() {
             return Ok(());

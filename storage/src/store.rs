@@ -38,7 +38,7 @@ pub struct Store {
     /// Known current values of unique attributes: (attribute, value) -> entity. Filled and kept right by the
     /// transactor (it sees every datom it writes), emptied by [`Store::set_state`]. Lets lookup refs and upserts
     /// of repeated values skip the database.
-    lookups: Mutex<HashMap<(Entid, Val), Entid>>,
+    lookups: Mutex<LookupCache>,
     /// Why the store cannot be written (an attached Parquet export), read once at open.
     read_only: Option<String>,
     /// For a store in an attached catalog: the `database_oid` that catalog had when the store was opened. DuckDB
@@ -115,7 +115,7 @@ impl Store {
     /// writers that do not report the datoms they changed, such as a bulk import).
     pub fn set_state(&self, s: StoreState) {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
-        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        *self.lookups.lock().unwrap_or_else(|p| p.into_inner()) = LookupCache::default();
         self.index.clear();
     }
 
@@ -131,21 +131,25 @@ impl Store {
     /// changes before the next member runs, and [`Store::clear_lookups`] when the group rolls back.
     pub fn apply_lookups(&self, retracted: &[(Entid, Val)], asserted: &[(Entid, Val, Entid)]) {
         let mut cache = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
-        for k in retracted {
-            cache.remove(k);
+        for (a, v) in retracted {
+            if cache.by_attr.get_mut(a).and_then(|m| m.remove(v)).is_some() {
+                cache.len -= 1;
+            }
         }
-        if cache.len() + asserted.len() > LOOKUP_CACHE_MAX {
-            cache.clear();
+        if cache.len + asserted.len() > LOOKUP_CACHE_MAX {
+            *cache = LookupCache::default();
         }
         for (a, v, e) in asserted {
-            cache.insert((*a, v.clone()), *e);
+            if cache.by_attr.entry(*a).or_default().insert(v.clone(), *e).is_none() {
+                cache.len += 1;
+            }
         }
     }
 
     /// Empties the unique-value cache (it fills again as transactions assert unique values; a value it does not
     /// hold is looked up in the store).
     pub fn clear_lookups(&self) {
-        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        *self.lookups.lock().unwrap_or_else(|p| p.into_inner()) = LookupCache::default();
     }
 
     /// Whether the store is the one its name means on `conn` now: always for the default database; for an
@@ -164,8 +168,16 @@ impl Store {
 
     /// The entity that currently holds `v` for the unique attribute `a`, if the cache knows it.
     pub fn cached_lookup(&self, a: Entid, v: &Val) -> Option<Entid> {
-        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).get(&(a, v.clone())).copied()
+        self.lookups.lock().unwrap_or_else(|p| p.into_inner()).by_attr.get(&a)?.get(v).copied()
     }
+}
+
+/// The unique-value cache: per unique attribute, value to entity (looked up by reference, no key built per probe;
+/// a bulk load probes it some 1,500 times per call), and how many entries it holds in all.
+#[derive(Default)]
+struct LookupCache {
+    by_attr: foldhash::HashMap<Entid, foldhash::HashMap<Val, Entid>>,
+    len: usize,
 }
 
 /// The stores of one DuckDB database instance, opened on first use.
@@ -217,7 +229,7 @@ impl Registry {
             name: name.clone(),
             state: RwLock::new(state),
             writer: Mutex::new(()),
-            lookups: Mutex::new(HashMap::new()),
+            lookups: Default::default(),
             catalog_oid,
             index: Default::default(),
             queue: Default::default(),

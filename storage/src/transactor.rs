@@ -147,7 +147,8 @@ struct Tx<'a> {
     parts: Partitions,
     tx: Entid,
     tempids: HashMap<TempId, Entid>,
-    lookups: HashMap<(Entid, Val), Option<Entid>>,
+    /// The holders of unique values found so far, per attribute (None: no entity holds the value).
+    lookups: HashMap<Entid, HashMap<Val, Option<Entid>>>,
     new_entities: HashSet<Entid>,
     /// Inside a group commit: the datoms the group's earlier members wrote, which this transaction reads through
     /// and does not write itself (the group writes them all at once). None: reads and writes go to the tables.
@@ -267,12 +268,12 @@ impl<'a> Tx<'a> {
     /// Entities of attribute `aid` whose current value is one of `values`, through one join (or, inside a group
     /// commit, through the group's [`Pending`] view of the store).
     fn find_by_values(&mut self, aid: Entid, values: &[Val]) -> Result<()> {
-        self.lookups.reserve(values.len());
-        let mut values: Vec<&Val> =
-            values.iter().filter(|v| !self.lookups.contains_key(&(aid, (*v).clone()))).collect();
+        let known = self.lookups.entry(aid).or_default();
+        known.reserve(values.len());
+        let mut values: Vec<&Val> = values.iter().filter(|v| !known.contains_key(*v)).collect();
         values.retain(|v| match self.cache.cached_lookup(aid, v) {
             Some(e) => {
-                self.lookups.insert((aid, (*v).clone()), Some(e));
+                known.insert((*v).clone(), Some(e));
                 false
             }
             None => true,
@@ -290,10 +291,17 @@ impl<'a> Tx<'a> {
                 found
             }
         };
+        let known = self.lookups.entry(aid).or_default();
         for (v, e) in values.iter().zip(found) {
-            self.lookups.insert((aid, (*v).clone()), e);
+            known.insert((*v).clone(), e);
         }
         Ok(())
+    }
+
+    /// The holder of unique value `v` of `a` as found so far: None when not looked up yet, Some(None) when no
+    /// entity holds it.
+    fn looked_up(&self, a: Entid, v: &Val) -> Option<Option<Entid>> {
+        self.lookups.get(&a)?.get(v).copied()
     }
 
     fn resolve_lookup_refs(&mut self, terms: &[Term]) -> Result<()> {
@@ -336,18 +344,18 @@ impl<'a> Tx<'a> {
             }
             let mut progress = false;
             for (tid, a, v) in candidates {
-                if let Some(Some(found)) = self.lookups.get(&(a, v)) {
+                if let Some(Some(found)) = self.looked_up(a, &v) {
                     match self.tempids.get(&tid) {
-                        Some(prev) if prev != found => {
+                        Some(prev) if *prev != found => {
                             return Err(StorageError::UpsertConflict {
                                 tempid: tid.to_string(),
                                 first: *prev,
-                                second: *found,
+                                second: found,
                             })
                         }
                         Some(_) => {}
                         None => {
-                            self.tempids.insert(tid, *found);
+                            self.tempids.insert(tid, found);
                             progress = true;
                         }
                     }
@@ -500,7 +508,7 @@ impl<'a> Tx<'a> {
             EntityPlace::Entid(e) => Some(*e),
             EntityPlace::Ident(i) => self.before.entid(i),
             EntityPlace::TempId(t) => self.tempids.get(t).copied(),
-            EntityPlace::LookupRef(a, v) => self.lookups.get(&(*a, v.clone())).copied().flatten(),
+            EntityPlace::LookupRef(a, v) => self.looked_up(*a, v).flatten(),
             EntityPlace::Tx => Some(self.tx),
         }
     }
@@ -800,12 +808,12 @@ impl<'a> Tx<'a> {
             let values: Vec<Val> = evs.iter().map(|p| p.1.clone()).collect();
             self.find_by_values(a, &values)?;
             for (e, v) in &evs {
-                if let Some(Some(holder)) = self.lookups.get(&(a, v.clone())) {
-                    if holder != e && !retracted.contains(&(*holder, a, v.clone())) {
+                if let Some(Some(holder)) = self.looked_up(a, v) {
+                    if holder != *e && !retracted.contains(&(holder, a, v.clone())) {
                         return Err(StorageError::UniqueConflict {
                             attribute: ident,
                             value: v.to_string(),
-                            holder: *holder,
+                            holder,
                             entity: *e,
                             form: self.form_of(terms, &(*e, a, v.clone()), true).unwrap_or_default(),
                         });
