@@ -283,7 +283,7 @@ fn transact_group(
                     results[i] = Some(Ok(report));
                     rest.push(a);
                 }
-                drop_later(rest);
+                drop_later(rest, bytes);
                 for (i, e) in refused {
                     results[i] = Some(Err(e));
                 }
@@ -310,12 +310,15 @@ fn transact_group(
             }
         }
     }
-    drop_later(forms);
+    drop_later(forms, bytes);
     results.into_iter().map(|r| r.expect("every member is decided")).collect()
 }
 
-/// Drops `x` on a pool thread: a bulk group's forms and datoms are some 10,000 allocations (0.2 to 0.3 ms to free),
-/// which the caller need not wait for.
-fn drop_later<T: Send + 'static>(x: T) {
-    rayon::spawn(move || drop(x));
+/// Drops `x`, what a group of `bytes` of EDN left, on a pool thread when the group is large: a bulk group's forms
+/// and datoms are some 10,000 allocations (0.2 to 0.3 ms to free), which the caller need not wait for; a small
+/// group's are freed faster than a pool thread wakes up (and beside busy readers, the wake-up costs a core).
+fn drop_later<T: Send + 'static>(x: T, bytes: usize) {
+    if bytes >= PARALLEL_PARSE_BYTES {
+        rayon::spawn(move || drop(x));
+    }
 }
