@@ -323,6 +323,27 @@ pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext>
     }
 }
 
+/// The forms of `text` read one after another with edn-format's multi-form reader, with [`read_edn`]'s
+/// completions of `#inst` literals and constituent characters; None when any form fails to read (the caller then
+/// reads the text with [`read_edn`], whose error names the place). For the runs of a large transaction
+/// ([`split_forms`]): read as `[run]`, edn-format 3.3 copies every element again when it closes the vector (each
+/// closing bracket clones what it holds) and tracks rows and columns for an error; the multi-form reader does
+/// neither, and reads the same values (`split_forms_runs_read_as_the_whole`).
+pub fn read_edn_seq(text: &str) -> Option<Vec<Value>> {
+    let text = complete_insts(text);
+    let hidden = hide_constituents(&text);
+    let src = hidden.as_deref().unwrap_or(&text);
+    if char_literal_panics(src).is_some() {
+        return None;
+    }
+    let mut forms = Vec::new();
+    for form in edn_format::Parser::from_str(src, edn_format::ParserOptions::default()) {
+        let form = form.ok()?;
+        forms.push(if hidden.is_some() { restore_constituents(form) } else { form });
+    }
+    Some(forms)
+}
+
 /// `edn_format::parse_str`, except that a character literal on which edn-format 3.3 would panic is refused as
 /// the invalid character literal it is (see [`char_literal_panics`]).
 fn parse_str(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
@@ -1102,6 +1123,8 @@ mod tests {
             "[[:db/add 1 :a/c \\(] [:db/add 2 :a/c \\newline] {:a/s \"é]ü\"} {:a/s \"\\\\\"} [:db/add 3 :a/s \"\\\\]\"]]",
             "[]",
             "[ {:a 1} ]",
+            // completed instants and constituent characters, a character literal, comments between and after
+            "[{:a#b 1 :ns/x:y #inst \"2021-03\"} ; c\n [:db/add 1 :a/c \\u0041] sym#x {:t #inst \"2020\"} ; end\n]",
         ];
         for text in texts {
             let whole = match read_edn(text).unwrap() {
@@ -1113,15 +1136,22 @@ mod tests {
                 assert!(runs.len() <= parts);
                 let mut joined = Vec::new();
                 for r in &runs {
-                    match read_edn(&format!("[{r}]")).unwrap() {
-                        Value::Vector(v) => joined.extend(v),
+                    let read = match read_edn(&format!("[{r}]")).unwrap() {
+                        Value::Vector(v) => v,
                         other => panic!("{other:?}"),
-                    }
+                    };
+                    // the multi-form reader of a run reads what reading it as a vector reads
+                    assert_eq!(read_edn_seq(r).as_ref(), Some(&read), "{r}");
+                    joined.extend(read);
                 }
                 assert_eq!(joined, whole, "{text} in {parts} parts: {runs:?}");
             }
         }
         assert_eq!(split_forms("[{:a 1} {:b 2} {:c 3} {:d 4}]", 4).unwrap().len(), 4);
+        // a run that does not read is refused whole (the caller reads the text again for the error)
+        for bad in ["{:a 1} {:b", "{:a 1} }", "{:a 1 :a 2}", "\\uabc\u{e9}"] {
+            assert_eq!(read_edn_seq(bad), None, "{bad}");
+        }
         // not split: a discard, text after the form, unbalanced brackets, an open string, not a vector
         for bad in ["[{:a 1} #_ {:b 2} {:c 3}]", "[{:a 1}] {:b 2}]", "[{:a 1}", "[{:a \"1}]", "{:a 1}", "7"] {
             assert_eq!(split_forms(bad, 3), None, "{bad}");

@@ -184,13 +184,7 @@ pub fn parse_edn(text: &str) -> Result<Vec<Edn>> {
     if text.len() >= PARALLEL_READ_BYTES && threads > 1 {
         if let Some(runs) = planner::parse::split_forms(text, threads * 2) {
             use rayon::prelude::*;
-            let read: Vec<Option<Vec<Edn>>> = runs
-                .par_iter()
-                .map(|run| match planner::parse::read_edn(&format!("[{run}]")) {
-                    Ok(Edn::Vector(items)) => Some(items),
-                    _ => None,
-                })
-                .collect();
+            let read: Vec<Option<Vec<Edn>>> = runs.par_iter().map(|run| planner::parse::read_edn_seq(run)).collect();
             if read.iter().all(Option::is_some) {
                 return Ok(read.into_iter().flatten().flatten().collect());
             }
