@@ -608,24 +608,25 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration, r
         }
         for store in stores {
             let ran = background(|| {
+                // the checkpoint first, and without the writer lock: a logged group writes nothing to DuckDB, so
+                // the writer goes on logging groups beside it on the other core (a group that writes the tables
+                // waits at its COMMIT for the checkpoint to end, or, open before it, has it refused and tried again
+                // after CHECKPOINT_RETRY). Before the apply, not after: right after an apply's COMMIT, DuckDB
+                // refused CHECKPOINT ("other write transactions active") for as long as the indexer retried, every
+                // time in a bulk load at m (6 of 8 tried), so the write-ahead log grew to 252 MB and DuckDB held
+                // 273 MB of table data in memory; checkpointed first, every one was done (peak RSS 473 -> 270 MB,
+                // the log 14 MB at the end). A refused checkpoint is tried again after CHECKPOINT_RETRY.
+                if store.log.checkpoint_at().is_some_and(|at| at <= Instant::now()) {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| checkpoint(&conn, &store)));
+                }
                 // a group being written is no idle store: try again once it has been idle for a while (waiting
                 // for the lock instead put a whole apply between every two groups of a steady writer)
                 let Some(writer) = store.try_lock_writer() else {
                     again.push((store.clone(), Instant::now() + *idle));
                     return;
                 };
-                // a failure leaves the log for the next reader or group, which apply it and report; a refused
-                // checkpoint is tried again after CHECKPOINT_RETRY, whether or not anything is written meanwhile
-                // the checkpoint before the apply: right after an apply's COMMIT, DuckDB refused CHECKPOINT ("other
-                // write transactions active") for as long as the indexer retried, every time in a bulk load at m
-                // (6 of 8 tried), so the write-ahead log grew to 252 MB and DuckDB held 273 MB of table data in
-                // memory; checkpointed first, every one was done (peak RSS 473 -> 270 MB, the log 14 MB at the end)
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    if store.log.checkpoint_at().is_some_and(|at| at <= Instant::now()) {
-                        let _ = checkpoint(&conn, &store);
-                    }
-                    let _ = settle_locked(&conn, &store);
-                }));
+                // a failure leaves the log for the next reader or group, which apply it and report
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle_locked(&conn, &store)));
                 drop(writer);
                 if let Some(at) = store.log.checkpoint_at() {
                     again.push((store.clone(), at));
@@ -652,7 +653,7 @@ const CHECKPOINT_TRY: Duration = Duration::from_millis(50);
 const CHECKPOINT_RETRY: Duration = Duration::from_secs(2);
 
 /// Checkpoints the database of `store` (DuckDB's `CHECKPOINT`: the write-ahead log written into the database
-/// file and emptied), under the store's writer lock, so that no group of ours has a write open. DuckDB checkpoints
+/// file and emptied), beside the writer (a logged group writes nothing to DuckDB; see [`run`]). DuckDB checkpoints
 /// by itself when a commit passes `checkpoint_threshold`, but only when it can take its checkpoint lock, which
 /// every open write transaction shares: beside the soak's eight readers and one writer (`benchmarks/py/soak.py`) it
 /// never did, and in 4 minutes the write-ahead log grew to 45 MB while DuckDB's memory grew from 55 to 133 MB, most
