@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import connect, datom_count  # noqa: E402
+from common import connect, connect_fresh, datom_count  # noqa: E402
 
 
 def main():
@@ -24,10 +24,7 @@ def main():
     data = pathlib.Path(args.data)
     truth = json.loads((data / "truth.json").read_text())
     db = pathlib.Path(args.db or data / "bulk.duckdb")
-    for p in (db, pathlib.Path(str(db) + ".wal")):
-        if p.exists():
-            p.unlink()
-    con = connect(db)
+    con = connect_fresh(db)
     con.execute("SELECT * FROM mentat_transact(?)", [(data / "schema.edn").read_text()]).fetchall()
     files = sorted((data / "tx").glob("*.edn"))
     texts = [f.read_text() for f in files]

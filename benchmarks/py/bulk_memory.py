@@ -37,10 +37,7 @@ def main():
     data = pathlib.Path(args.data)
     truth = json.loads((data / "truth.json").read_text())
     db = pathlib.Path(args.db or data / "bulk_memory.duckdb")
-    for p in (db, pathlib.Path(f"{db}.wal"), pathlib.Path(f"{db}.mentat.txlog")):
-        if p.exists():
-            p.unlink()
-    con = common.connect(db)
+    con = common.connect_fresh(db)
     con.execute("SELECT * FROM mentat_transact(?)", [(data / "schema.edn").read_text()]).fetchall()
     files = sorted((data / "tx").glob("*.edn"))
     t0 = time.perf_counter()

@@ -16,6 +16,15 @@ def connect(path=":memory:"):
     return con
 
 
+def connect_fresh(path):
+    """`connect` to a new database file at `path`: the file, its write-ahead log and the default store's transaction
+    log file left by an earlier run are removed first."""
+    for p in (pathlib.Path(path), pathlib.Path(f"{path}.wal"), pathlib.Path(f"{path}.mentat.txlog")):
+        if p.exists():
+            p.unlink()
+    return connect(path)
+
+
 def datom_count(con, store="mentat", all_attrs=False):
     """Current datoms of user attributes (entid >= 100) or of every attribute, by plain SQL over the tables."""
     tables = [r[0] for r in con.execute(

@@ -19,7 +19,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
-from common import connect  # noqa: E402
+from common import connect_fresh  # noqa: E402
 import flights_data  # noqa: E402
 from flights_plain import EXAMPLES, ORACLES, example_queries, load_statements  # noqa: E402
 
@@ -49,9 +49,7 @@ def main():
     csv_dir = flights_data.csv_dir()
     tmp = tempfile.TemporaryDirectory()
     db = pathlib.Path(args.db or pathlib.Path(tmp.name) / "flights.duckdb")
-    for p in (db, pathlib.Path(str(db) + ".wal")):
-        p.unlink(missing_ok=True)
-    con = connect(db)
+    con = connect_fresh(db)
     con.execute(f"SET VARIABLE flights_dir = '{csv_dir}'")
     con.execute(f"SET VARIABLE examples_dir = '{EXAMPLES}'")
 
