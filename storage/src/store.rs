@@ -132,17 +132,15 @@ impl Store {
     pub fn apply_lookups(&self, retracted: &[(Entid, Val)], asserted: &[(Entid, Val, Entid)]) {
         let mut cache = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
         for (a, v) in retracted {
-            if cache.by_attr.get_mut(a).and_then(|m| m.remove(v)).is_some() {
-                cache.len -= 1;
+            if let Some(m) = cache.by_attr.get_mut(a) {
+                m.remove(v);
             }
         }
-        if cache.len + asserted.len() > LOOKUP_CACHE_MAX {
+        if cache.len() + asserted.len() > LOOKUP_CACHE_MAX {
             *cache = LookupCache::default();
         }
         for (a, v, e) in asserted {
-            if cache.by_attr.entry(*a).or_default().insert(v.clone(), *e).is_none() {
-                cache.len += 1;
-            }
+            cache.by_attr.entry(*a).or_default().insert(v.clone(), *e);
         }
     }
 
@@ -173,11 +171,17 @@ impl Store {
 }
 
 /// The unique-value cache: per unique attribute, value to entity (looked up by reference, no key built per probe;
-/// a bulk load probes it some 1,500 times per call), and how many entries it holds in all.
+/// a bulk load probes it some 1,500 times per call).
 #[derive(Default)]
 struct LookupCache {
     by_attr: foldhash::HashMap<Entid, foldhash::HashMap<Val, Entid>>,
-    len: usize,
+}
+
+impl LookupCache {
+    /// Entries in all (one map per unique attribute: a handful to add up).
+    fn len(&self) -> usize {
+        self.by_attr.values().map(|m| m.len()).sum()
+    }
 }
 
 /// The stores of one DuckDB database instance, opened on first use.
