@@ -400,8 +400,9 @@ def test_a_process_that_ends_while_the_log_is_being_applied_exits_cleanly(tmp_pa
 def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_path):
     """DuckDB checkpoints at a commit that passes its 16 MiB threshold only when no other write transaction is
     open, which readers and writers running beside each other keep from happening: the indexer checkpoints the
-    database once the write-ahead log passes its threshold (txlog.rs `checkpoint`; 16 MiB here, 64 by default). Four readers run throughout; after
-    the writes stop the write-ahead log is emptied while they still run, and every datom written is there."""
+    database once the write-ahead log passes its threshold (txlog.rs `checkpoint`; 16 MiB here, 64 by default).
+    Four readers run throughout; after the writes stop the write-ahead log is emptied while they still run, and
+    every datom written is there."""
     import threading
 
     db = tmp_path / "c.duckdb"

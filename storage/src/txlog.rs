@@ -186,7 +186,8 @@ impl TxLog {
     }
 
     /// When the store's database is to be checkpointed: None while its write-ahead log is under
-    /// [`Settings::checkpoint_wal_bytes`] (one `stat`), else now, or [`CHECKPOINT_RETRY`] after the last checkpoint tried.
+    /// [`Settings::checkpoint_wal_bytes`] (one `stat`), else now, or [`CHECKPOINT_RETRY`] after the last
+    /// checkpoint tried.
     pub fn checkpoint_at(&self) -> Option<Instant> {
         let (wal, after) = {
             let s = self.lock();
