@@ -232,6 +232,10 @@ def test_retraction_and_replacement_update_the_index(con):
     assert_scores(search(con, "cat fox dog"), bm25(d, [["cat"], ["fox"], ["dog"]]))
     assert search(con, "fox") == {}
     assert rows(con, "SELECT count(*) FROM mentat.ftd_" + str(text_aid(con)))[0][0] == 2
+    assert_statistics_counted(con)
+    aid = text_aid(con)
+    # "fox" is in no document now: its dictionary row stays, with df 0
+    assert rows(con, f"SELECT df FROM mentat.ftt_{aid} WHERE term = 'fox'") == [(0,)]
 
 
 def text_aid(con):
@@ -241,9 +245,25 @@ def text_aid(con):
 def index_state(con, store="mentat"):
     aid = text_aid(con)
     return [
-        rows(con, f"SELECT term, e, h, tf, pos FROM {store}.ft_{aid} ORDER BY ALL"),
+        rows(con, f"SELECT t.term, p.e, p.h, p.tf, p.pos FROM {store}.ft_{aid} p JOIN {store}.ftt_{aid} t USING (tid) "
+                  "ORDER BY ALL"),
         rows(con, f"SELECT * FROM {store}.ftd_{aid} ORDER BY ALL"),
+        rows(con, f"SELECT * FROM {store}.ftt_{aid} ORDER BY ALL"),
+        rows(con, f"SELECT * FROM {store}.fts_{aid}"),
     ]
+
+
+def assert_statistics_counted(con, store="mentat"):
+    """The dictionary's df and the statistics row, which the writers keep, equal what the postings and documents
+    hold when counted."""
+    aid = text_aid(con)
+    assert rows(con, f"SELECT term, df FROM {store}.ftt_{aid} WHERE df > 0 ORDER BY term") == rows(
+        con, f"SELECT t.term, count(*) FROM {store}.ft_{aid} p JOIN {store}.ftt_{aid} t USING (tid) "
+             "GROUP BY t.term ORDER BY t.term")
+    assert rows(con, f"SELECT n, total FROM {store}.fts_{aid}") == rows(
+        con, f"SELECT count(*), coalesce(sum(len), 0) FROM {store}.ftd_{aid}")
+    # a term keeps its id once its documents are gone: ids are never reused
+    assert rows(con, f"SELECT count(*) = count(DISTINCT tid) FROM {store}.ftt_{aid}") == [(True,)]
 
 
 def test_failed_transaction_leaves_the_index_unchanged(con):
@@ -428,3 +448,82 @@ def test_fulltext_over_a_second_source(con):
                           :where [(fulltext $2 :doc/text "cat") [[?o _ _ ?score]]] [$2 ?o :doc/name ?name]
                                  [?e :doc/name ?name] [?e :doc/text _]]""", sources='{$2 "other"}'))
     assert_scores(got, want)
+
+
+# The fulltext tables of layout version 2 (export format 1 and 2), before the term dictionary: postings keyed by the
+# term's text, as docs/parquet-format.md gives them. Written here from this build's index, then read back.
+TO_EARLIER_LAYOUT = """
+CREATE TABLE {s}.old_ft AS SELECT t.term, p.e, p.h, p.tf, p.pos, p.len FROM {s}.ft_{a} p JOIN {s}.ftt_{a} t USING (tid);
+DROP TABLE {s}.ft_{a}; DROP TABLE {s}.ftt_{a}; DROP TABLE {s}.fts_{a};
+ALTER TABLE {s}.old_ft RENAME TO ft_{a};
+UPDATE {s}.meta SET value = '2' WHERE key = 'layout_version';
+"""
+
+
+def test_an_index_of_the_earlier_layout_is_rebuilt_on_open(db_path):
+    # step 1 (its own process, which keeps the store open): an index, its searches, then the tables made as layout
+    # version 2 wrote them; step 2, a fresh process: the first open rebuilds the index in this layout
+    script = (f"import json, sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); import conftest, "
+              f"test_fulltext as t; con = conftest.connect({str(db_path)!r}); t.load(con); "
+              "want = [t.search(con, s) for s in t.OLD_SEARCHES]; a = t.text_aid(con); "
+              "con.execute(t.TO_EARLIER_LAYOUT.format(s='mentat', a=a)); print(json.dumps(want))")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    want = json.loads(out.strip().splitlines()[-1])
+    con = connect(db_path)
+    for text, w in zip(OLD_SEARCHES, want):
+        assert_scores(search(con, text), w)
+    assert rows(con, "SELECT value FROM mentat.meta WHERE key = 'layout_version'") == [("3",)]
+    assert_statistics_counted(con)
+    d = docs_now()
+    assert_scores(search(con, "fox dog"), bm25(d, [["fox"], ["dog"]]))
+
+
+OLD_SEARCHES = ["fox dog", '"the big"', "+dog -cat", "ca*", "cats"]
+
+
+def test_an_export_of_the_earlier_format_imports_and_attaches(con, tmp_path):
+    # an export of format 2 (postings keyed by the term's text, no dictionary or statistics files): an import
+    # rebuilds the index from the datoms, an attach reads it through views of this layout; the same answers
+    load(con)
+    want = [search(con, s) for s in OLD_SEARCHES]
+    out = tmp_path / "export"
+    con.execute("SELECT * FROM mentat_export(?)", [str(out)]).fetchall()
+    m = json.loads((out / "manifest.json").read_text())
+    files = {f["table"]: f for f in m["files"]}
+    for a in (f["attribute"] for f in m["files"] if f["table"].startswith("ftt_")):
+        post = out / files[f"ft_{a}"]["path"]
+        con.execute(f"COPY (SELECT t.term, p.e, p.h, p.tf, p.pos, p.len FROM read_parquet('{post}') p JOIN "
+                    f"read_parquet('{out / files[f'ftt_{a}']['path']}') t USING (tid)) TO '{tmp_path / 'old.parquet'}'")
+        (tmp_path / "old.parquet").replace(post)
+    m["format_version"] = 2
+    m["files"] = [f for f in m["files"] if not f["table"].startswith(("ftt_", "fts_"))]
+    for name in ("manifest.json", f"manifest.{m['basis_tx']}.json"):
+        (out / name).write_text(json.dumps(m))
+    for f in files.values():
+        if f["table"].startswith(("ftt_", "fts_")):
+            (out / f["path"]).unlink()
+    con.execute("SELECT * FROM mentat_import_store(?, store := 'imp')", [str(out)]).fetchall()
+    con.execute("SELECT * FROM mentat_attach_parquet(?, store := 'att')", [str(out)]).fetchall()
+    for store in ("imp", "att"):
+        for text, w in zip(OLD_SEARCHES, want):
+            assert_scores(search(con, text, store=store), w)
+    assert_statistics_counted(con, "imp")
+
+
+def test_one_group_that_rewrites_a_document_keeps_the_index_exact(con):
+    # members of one group (mentat_transact_many) assert, replace, retract and assert again the same documents in
+    # one DuckDB transaction: each later member unindexes what an earlier one indexed in it
+    load(con)
+    out = rows(con, "SELECT error FROM mentat_transact_many(?)", [[
+        '[{:doc/name "d5" :doc/text "zebra crossing"}]',
+        '[{:doc/name "d5" :doc/text "zebra zebra okapi"}]',
+        '[[:db/retract [:doc/name "d1"] :doc/text "The quick brown fox"]]',
+        '[{:doc/name "d1" :doc/text "okapi fox"} {:doc/name "d6" :doc/text "crossing"}]',
+        '[[:db/retractEntity [:doc/name "d6"]]]',
+    ]])
+    assert [r[0] for r in out] == [None] * 5
+    d = docs_now()
+    d["d5"] = ["zebra", "zebra", "okapi"]
+    d["d1"] = ["okapi", "fox"]
+    assert_scores(search(con, "zebra okapi fox crossing"), bm25(d, [["zebra"], ["okapi"], ["fox"], ["crossing"]]))
+    assert_statistics_counted(con)

@@ -204,7 +204,7 @@ def test_uuid_and_bigint_values_are_written_as_text_and_decimal(con, tmp_path):
     d = str(tmp_path / "export")
     rows(con, "SELECT * FROM mentat_export(?)", [d])
     m = manifest(d)
-    assert m["format_version"] == 2
+    assert m["format_version"] == 3  # uuid as text since version 2
     files = {f["ident"]: f for f in m["files"] if f["kind"] == "current" and f["ident"]}
     plain = connect()  # DuckDB's own Parquet reader
     path = os.path.join(d, files[":u/id"]["path"])
@@ -238,7 +238,7 @@ def test_an_export_of_format_version_1_is_written_again_whole(con, tmp_path):
     transact(con, '[{:a/x 2 :a/y "two"}]')
     (files, _, _), = rows(con, "SELECT * FROM mentat_export(?)", [d])
     m = manifest(d)
-    assert m["format_version"] == 2 and files == len(m["files"])
+    assert m["format_version"] == 3 and files == len(m["files"])
     assert not {f["path"] for f in m["files"]} & {f["path"] for f in old["files"]}
     reader = connect()
     rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'v1', snapshot := ?)", [d, old["basis_tx"]])

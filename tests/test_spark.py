@@ -191,7 +191,7 @@ BLOCKS = ("[[(blocks+ ?a ?b) [?a :issue/blocks ?b]] "
 
 def test_manifest_names_every_file_and_the_basis_tx(issues):
     m = mentat_spark.read_manifest(issues["dir"])
-    assert m["format_version"] == 2
+    assert m["format_version"] == 3
     (basis,), = rows(issues["con"], "SELECT max(e) FROM mentat.cur_9")
     assert m["basis_tx"] == basis
     on_disk = sorted(p for p in os.listdir(issues["dir"]) if p.endswith(".parquet"))

@@ -114,6 +114,8 @@ def main():
         con.execute(f"ATTACH '{copy}' AS ix")
         con.execute(f"CREATE TABLE ix.ft AS SELECT * FROM mentat.ft_{aid}")
         con.execute(f"CREATE TABLE ix.ftd AS SELECT * FROM mentat.ftd_{aid}")
+        con.execute(f"CREATE TABLE ix.ftt AS SELECT * FROM mentat.ftt_{aid}")
+        con.execute("CREATE INDEX ftt_term ON ix.ftt (term)")
         con.execute("DETACH ix")
         size = copy.stat().st_size
         print(f"index size: {size / 1e6:.1f} MB on disk, {size / terms:.2f} bytes per indexed term")

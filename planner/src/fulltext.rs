@@ -306,6 +306,18 @@ pub fn docs_table_name(aid: Entid) -> String {
     format!("ftd_{aid}")
 }
 
+/// Unquoted name of the term dictionary of fulltext attribute `aid`: `(term, tid, df)`, one row per term ever
+/// indexed, with an ART index on `term`.
+pub fn terms_table_name(aid: Entid) -> String {
+    format!("ftt_{aid}")
+}
+
+/// Unquoted name of the one-row statistics table of fulltext attribute `aid`: `(n, total)`, the number of
+/// documents and the sum of their lengths in terms.
+pub fn stats_table_name(aid: Entid) -> String {
+    format!("fts_{aid}")
+}
+
 /// SQL computing the document key `h` of value expression `v`: 0 for a cardinality-one attribute (the entity alone
 /// names its one document), the low 64 bits of the value's MD5 for a cardinality-many one (MD5 is fixed by its RFC,
 /// so stored keys stay right across DuckDB versions).
@@ -317,15 +329,43 @@ pub fn doc_key_sql(many: bool, v: &str) -> String {
     }
 }
 
+/// The tables a search reads, quoted.
+struct Tables {
+    /// `ft_<aid>(tid, e, h, tf, pos, len)`: the postings.
+    post: String,
+    /// `ftt_<aid>(term, tid, df)`: the term dictionary.
+    terms: String,
+    /// The statistics as a derived table `st(n, avgdl)`, from the one-row `fts_<aid>(n, total)`.
+    st: String,
+}
+
+impl Tables {
+    /// The dictionary rows of one term (none when it was never indexed): `tid, df`.
+    fn term(&self, t: &str) -> String {
+        format!("SELECT tid, df FROM {} WHERE term = {}", self.terms, string_value(t))
+    }
+}
+
 /// The SELECT (columns `e BIGINT, v VARCHAR, tx BIGINT, score DOUBLE`) of the documents of attribute `aid` that
-/// match `clauses`, scored with BM25 (see the module docs), over the store's postings `ft_<aid>(term, e, h, tf,
-/// pos, len)`, documents `ftd_<aid>(e, h, len)` and current datoms `cur_<aid>` (read only with `need_value`: without
-/// it `v` and `tx` are NULL, and a search reads no value). One statement of common table expressions: the
-/// statistics, the single-term clauses together ([`words_sql`]), each other clause on its own, and the hits that
-/// sum the clause scores per document.
+/// match `clauses`, scored with BM25 (see the module docs), over the store's postings `ft_<aid>(tid, e, h, tf,
+/// pos, len)`, documents `ftd_<aid>(e, h, len)`, term dictionary `ftt_<aid>(term, tid, df)`, statistics
+/// `fts_<aid>(n, total)` and current datoms `cur_<aid>` (read only with `need_value`: without it `v` and `tx` are
+/// NULL, and a search reads no value).
+///
+/// One statement of nested subqueries, no common table expressions: the single-term clauses together
+/// ([`words_sql`]), each other clause on its own, and the hits that sum the clause scores per document. A term's
+/// postings are found through its dictionary row (an ART point lookup on `term`) joined on `tid`; its `df` and the
+/// statistics are read, not counted. Measured against counting them from the postings (storage/README.md
+/// "Fulltext", "A term dictionary"): 4.3 against 5.9 ms for the benchmark's searches.
 pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause], need_value: bool) -> String {
-    let post = store.table(&postings_table_name(aid));
-    let docs = store.table(&docs_table_name(aid));
+    let tb = Tables {
+        post: store.table(&postings_table_name(aid)),
+        terms: store.table(&terms_table_name(aid)),
+        st: format!(
+            "(SELECT n::DOUBLE AS n, (CASE WHEN n > 0 THEN total / n ELSE 0 END)::DOUBLE AS avgdl FROM {}) st",
+            store.table(&stats_table_name(aid))
+        ),
+    };
     let cur = store.current(aid);
     let scoring: Vec<usize> = (0..clauses.len()).filter(|i| clauses[*i].occur != Occur::MustNot).collect();
     if scoring.is_empty() {
@@ -334,8 +374,6 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
     }
     let idf = |df: &str| format!("ln(1 + (st.n - {df} + 0.5) / ({df} + 0.5))");
     let norm = |len: &str| format!("({} * (1 - {b} + {b} * {len} / st.avgdl))", lit(K1), b = lit(B));
-    let mut ctes =
-        vec![format!("st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 0)::DOUBLE AS avgdl FROM {docs})")];
     // the scoring single-term clauses: the first clause of each term stands for every clause of that term
     let word = |c: &Clause| match (&c.what, c.occur) {
         (Match::Terms(t), Occur::Should | Occur::Must) if t.len() == 1 => Some(t[0].clone()),
@@ -353,55 +391,78 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
     // (relation of `c, e, h, s` rows, whether it has one row per document)
     let mut scored: Vec<(String, bool)> = Vec::new();
     if !words.is_empty() {
-        ctes.extend(words_sql(&post, &words, &idf, &norm("p.len")));
-        scored.push(("SELECT c, e, h, s FROM w".to_string(), words.len() == 1));
+        scored.push((words_sql(&tb, &words, &idf, &norm("p.len")), words.len() == 1));
     }
+    // the excluded clauses' relations of `e, h` rows, by clause
+    let mut excluded: Vec<String> = Vec::new();
     for (i, c) in clauses.iter().enumerate() {
         if word(c).is_some() {
             continue;
         }
         let rel = match (&c.what, c.occur) {
             (Match::Terms(t), Occur::MustNot) if t.len() == 1 => {
-                format!("SELECT DISTINCT e, h FROM {post} WHERE term = {}", string_value(&t[0]))
+                format!("SELECT p.e, p.h FROM {} p JOIN ({}) t ON p.tid = t.tid", tb.post, tb.term(&t[0]))
             }
-            (Match::Prefix(p), Occur::MustNot) => {
-                format!("SELECT DISTINCT e, h FROM {post} WHERE starts_with(term, {})", string_value(p))
-            }
-            (Match::Prefix(p), _) => {
-                term_clause(&post, &format!("starts_with(term, {})", string_value(p)), &idf, &norm("p.len"))
-            }
+            (Match::Prefix(pre), Occur::MustNot) => format!(
+                "SELECT p.e, p.h FROM {} p JOIN (SELECT tid FROM {} WHERE starts_with(term, {})) t ON p.tid = t.tid",
+                tb.post,
+                tb.terms,
+                string_value(pre)
+            ),
+            (Match::Prefix(pre), _) => format!(
+                "SELECT {i} AS c, p.e, p.h, sum({} * p.tf * {} / (p.tf + {})) AS s FROM {} p \
+                 JOIN (SELECT tid, df FROM {} WHERE starts_with(term, {})) t ON p.tid = t.tid, {} GROUP BY p.e, p.h",
+                idf("t.df"),
+                lit(K1 + 1.0),
+                norm("p.len"),
+                tb.post,
+                tb.terms,
+                string_value(pre),
+                tb.st
+            ),
             (Match::Terms(terms), occur) => {
+                // the phrase's occurrences: positions of its k-th term less k, equal across its terms; the
+                // document's length rides along (one value per document), so no join with the documents
                 let occurrences: Vec<String> = terms
                     .iter()
                     .enumerate()
                     .map(|(k, t)| {
-                        format!("SELECT e, h, unnest(pos) - {k} AS p FROM {post} WHERE term = {}", string_value(t))
+                        format!(
+                            "SELECT p.e, p.h, p.len, unnest(p.pos) - {k} AS p FROM {} p JOIN ({}) t ON p.tid = t.tid",
+                            tb.post,
+                            tb.term(t)
+                        )
                     })
                     .collect();
-                let tf =
-                    format!("SELECT e, h, count(*) AS tf FROM ({}) GROUP BY e, h", occurrences.join(" INTERSECT "));
+                let tf = format!(
+                    "SELECT e, h, len, count(*) AS tf FROM ({}) GROUP BY e, h, len",
+                    occurrences.join(" INTERSECT ")
+                );
                 if occur == Occur::MustNot {
                     format!("SELECT e, h FROM ({tf})")
                 } else {
-                    let idfs: Vec<String> = terms
-                        .iter()
-                        .map(|t| idf(&format!("(SELECT count(*) FROM {post} WHERE term = {})", string_value(t))))
-                        .collect();
+                    // the phrase's idf, the sum of its terms' (a term never indexed adds nothing, and the phrase
+                    // then matches nothing): one row from the dictionary's lookups
+                    let lookups: Vec<String> = terms.iter().map(|t| tb.term(t)).collect();
                     format!(
-                        "SELECT o.e, o.h, ({}) * o.tf * {} / (o.tf + {}) AS s \
-                         FROM ({tf}) o JOIN {docs} d ON d.e = o.e AND d.h = o.h, st",
-                        idfs.join(" + "),
+                        "SELECT {i} AS c, o.e, o.h, i.idf * o.tf * {} / (o.tf + {}) AS s FROM ({tf}) o, \
+                         (SELECT sum({}) AS idf FROM ({}) l, {}) i, {}",
                         lit(K1 + 1.0),
-                        norm("d.len")
+                        norm("o.len"),
+                        idf("l.df"),
+                        lookups.join(" UNION ALL "),
+                        tb.st,
+                        tb.st
                     )
                 }
             }
         };
-        ctes.push(format!("c{i} AS ({rel})"));
-        if c.occur != Occur::MustNot {
-            // a phrase's rows are one per document (its tf counted per document); a prefix's one per term
-            let per_document = matches!(c.what, Match::Terms(_));
-            scored.push((format!("SELECT {i} AS c, e, h, s FROM c{i}"), per_document));
+        if c.occur == Occur::MustNot {
+            excluded.push(rel);
+        } else {
+            // a phrase's rows are one per document (its tf counted per document); a prefix's one per document too
+            // (summed over its terms), but the words' relation sums several clauses only when it has several terms
+            scored.push((rel, true));
         }
     }
     // a required clause of a term another clause also names is checked through the term's first clause
@@ -418,114 +479,68 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
         let list: Vec<String> = musts.iter().map(|i| i.to_string()).collect();
         format!(" HAVING count(*) FILTER (WHERE c IN ({})) = {}", list.join(", "), musts.len())
     };
-    let rows: Vec<&str> = scored.iter().map(|r| r.0.as_str()).collect();
-    match scored.as_slice() {
+    let rows: Vec<String> = scored.iter().map(|r| format!("({})", r.0)).collect();
+    let hits = match scored.as_slice() {
         // one relation with a row per document is its own sum, and a required clause among it holds on every row
         // (its clause index is the relation's): no GROUP BY, whose setup costs DuckDB about 1 ms however few the
         // rows (storage/README.md "Fulltext")
-        [(rel, true)] => ctes.push(format!("hits AS (SELECT e, h, s AS score FROM ({rel}))")),
+        [(rel, true)] => format!("SELECT e, h, s AS score FROM ({rel})"),
         // a cardinality-one attribute's documents all have h = 0 (doc_key_sql): grouped by e alone, DuckDB hashes
         // one key instead of two (DuckDB's time over the Debian descriptions, 30 interleaved rounds under load:
         // "python library" 9.71 -> 8.65 ms, "web server" 7.66 -> 7.20)
-        _ if !many => ctes.push(format!(
-            "hits AS (SELECT e, 0::UBIGINT AS h, sum(s) AS score FROM ({}) GROUP BY e{having})",
-            rows.join(" UNION ALL ")
-        )),
-        _ => ctes.push(format!(
-            "hits AS (SELECT e, h, sum(s) AS score FROM ({}) GROUP BY e, h{having})",
-            rows.join(" UNION ALL ")
-        )),
-    }
-    let excluded: Vec<String> = (0..clauses.len())
-        .filter(|i| clauses[*i].occur == Occur::MustNot)
-        .map(|i| format!(" AND NOT EXISTS (SELECT 1 FROM c{i} x WHERE x.e = hits.e AND x.h = hits.h)"))
+        _ if !many => {
+            format!("SELECT e, 0::UBIGINT AS h, sum(s) AS score FROM ({}) GROUP BY e{having}", rows.join(" UNION ALL "))
+        }
+        _ => format!("SELECT e, h, sum(s) AS score FROM ({}) GROUP BY e, h{having}", rows.join(" UNION ALL ")),
+    };
+    let excluded: Vec<String> = excluded
+        .iter()
+        .map(|rel| format!(" AND NOT EXISTS (SELECT 1 FROM ({rel}) x WHERE x.e = hits.e AND x.h = hits.h)"))
         .collect();
     if !need_value {
         // the index holds current datoms only: without ?v and ?tx the hits are the answer, and the values (the
         // long texts) are never read
         return format!(
-            "WITH {} SELECT hits.e AS e, NULL::VARCHAR AS v, NULL::BIGINT AS tx, hits.score AS score FROM hits \
+            "SELECT hits.e AS e, NULL::VARCHAR AS v, NULL::BIGINT AS tx, hits.score AS score FROM ({hits}) hits \
              WHERE true{}",
-            ctes.join(", "),
             excluded.join("")
         );
     }
     format!(
-        "WITH {} SELECT c.e AS e, c.v AS v, c.tx AS tx, hits.score AS score FROM hits JOIN {cur} c \
+        "SELECT c.e AS e, c.v AS v, c.tx AS tx, hits.score AS score FROM ({hits}) hits JOIN {cur} c \
          ON c.e = hits.e AND {} = hits.h WHERE true{}",
-        ctes.join(", "),
         doc_key_sql(many, "c.v"),
         excluded.join("")
     )
 }
 
-/// The common table expressions that score every single-term clause of a search at once, ending in `w(c, e, h,
-/// s)`: one row per posting of the `words` (term, its first clause `c`, the number of clauses that name it, whose
-/// scores it sums), scored with its term's BM25 times that number. `p` reads each term's postings with a scan of its
-/// own (numbered `k`, in `UNION ALL`); `d` counts each term's document frequency from them in one ungrouped aggregate
-/// (`count(*) FILTER`), since postings are one per (term, document).
+/// The relation (`c, e, h, s` rows) that scores every single-term clause of a search at once: one row per posting
+/// of the `words` (term, its first clause `c`, the number of clauses that name it, whose scores it sums), scored
+/// with its term's BM25 times that number. The terms' dictionary rows (each numbered `k`, in `UNION ALL`: one ART
+/// point lookup per term) are joined to the postings on `tid`; DuckDB builds the join's hash table from those few
+/// rows and pushes their `tid`s into the postings' scan as a filter, which the zone maps of postings written in
+/// `tid` order prune.
 ///
-/// One scan per term, not one scan with `term IN (...)`: DuckDB evaluates `term = 'x'` inside the scan, over the
-/// row groups whose zone maps may hold it, but keeps an `IN` list of several terms only for pruning and filters
-/// every row of those row groups afterwards (368,640 rows for "web browser engine" over the Debian descriptions:
-/// 1.8 ms of scan and filter against 0.7 ms for the three scans, DuckDB's profile, one thread).
-///
-/// Measured against one clause per term (`term_clause`'s join of the postings with their grouped count, then
-/// a GROUP BY per clause) on 2026-12-02 over the Debian descriptions, the five searches "web server", "python
-/// library", "network file system", "compression" and "music" inside the benchmark's top-10 find, 15 rounds in
-/// shuffled order: p50 11.4 ms against 15.2, p90 19.1 against 24.0. A GROUP BY costs DuckDB about 1 ms however
-/// few its rows (its hash table is set up per thread); one term clause had three (its df, its sum per document
-/// and the hits'), this path has one for all of them (the hits'). Counting df with a GROUP BY over `p` measured
-/// 11.8 ms, and reading the postings twice instead of `p` once 12.2 ms.
-fn words_sql(post: &str, words: &[(String, usize, u32)], idf: &dyn Fn(&str) -> String, norm: &str) -> Vec<String> {
-    // one scan per term, each numbered `k`: DuckDB evaluates `term = 'x'` inside the scan (and prunes row groups
-    // by it), while `term IN (...)` of several terms is left to a FILTER after the scan over every row of the row
-    // groups that may hold any of them
-    let scans: Vec<String> = words
+/// This replaced (2026-12-04) a scan of the postings per term by `term = 'x'` with df counted from them in an
+/// ungrouped aggregate (storage/README.md "Fulltext" has that path's measurements): five searches over the Debian
+/// descriptions in the benchmark's top-10 find, 25 interleaved rounds, 5.9 ms against 4.3 ms.
+fn words_sql(tb: &Tables, words: &[(String, usize, u32)], idf: &dyn Fn(&str) -> String, norm: &str) -> String {
+    // each lookup row carries its term's clause and number of clauses, so one expression scores every posting (a
+    // CASE over the term's number cost 0.6 ms of DuckDB's profile of "python library")
+    let lookups: Vec<String> = words
         .iter()
-        .enumerate()
-        .map(|(k, w)| format!("SELECT {k} AS k, e, h, tf, len FROM {post} WHERE term = {}", string_value(&w.0)))
+        .map(|(term, c, m)| {
+            format!("SELECT {c} AS c, {m} AS m, tid, df FROM {} WHERE term = {}", tb.terms, string_value(term))
+        })
         .collect();
-    let dfs: Vec<String> = (0..words.len()).map(|k| format!("count(*) FILTER (WHERE k = {k}) AS d{k}")).collect();
-    let case = |each: &dyn Fn(usize) -> String| match words.len() {
-        1 => each(0),
-        n => {
-            let arms: Vec<String> = (0..n).map(|k| format!("WHEN {k} THEN {}", each(k))).collect();
-            format!("CASE p.k {} END", arms.join(" "))
-        }
-    };
-    let weight = case(&|k| {
-        let n = words[k].2;
-        if n == 1 {
-            idf(&format!("d.d{k}"))
-        } else {
-            format!("{n} * {}", idf(&format!("d.d{k}")))
-        }
-    });
-    let clause = case(&|k| words[k].1.to_string());
-    vec![
-        format!("p AS ({})", scans.join(" UNION ALL ")),
-        format!("d AS (SELECT {} FROM p)", dfs.join(", ")),
-        format!(
-            "w AS (SELECT {clause} AS c, p.e, p.h, {weight} * p.tf * {} / (p.tf + {norm}) AS s FROM p, d, st)",
-            lit(K1 + 1.0)
-        ),
-    ]
-}
-
-/// A clause over the postings whose term satisfies `pred` (a prefix's): one row per matching document, scored by
-/// the sum of its matching terms' BM25 scores (the document's length read from the postings' copy of it). Each
-/// term's `df` is a count of its postings joined by term: a `count(*) OVER (PARTITION BY term)` window gave the
-/// same numbers but cost more than the rest of the clause (16 ms against 1 ms for the count of 5,866 postings of
-/// "server" in the Debian descriptions; see storage/README.md). Single terms go through [`words_sql`] instead.
-fn term_clause(post: &str, pred: &str, idf: &dyn Fn(&str) -> String, norm: &str) -> String {
+    let weight = if words.iter().all(|w| w.2 == 1) { idf("t.df") } else { format!("t.m * {}", idf("t.df")) };
     format!(
-        "SELECT p.e, p.h, sum({} * p.tf * {} / (p.tf + {norm})) AS s \
-         FROM (SELECT term, e, h, tf, len FROM {post} WHERE {pred}) p \
-         JOIN (SELECT term, count(*) AS df FROM {post} WHERE {pred} GROUP BY term) d ON d.term = p.term, st \
-         GROUP BY p.e, p.h",
-        idf("d.df"),
-        lit(K1 + 1.0)
+        "SELECT t.c, p.e, p.h, {weight} * p.tf * {} / (p.tf + {norm}) AS s FROM {} p JOIN ({}) t \
+         ON p.tid = t.tid, {}",
+        lit(K1 + 1.0),
+        tb.post,
+        lookups.join(" UNION ALL "),
+        tb.st
     )
 }
 
@@ -596,6 +611,7 @@ mod tests {
         let store = StoreName::parse("mentat").unwrap();
         let sql = search_sql(&store, 100, false, &parse_search("+a \"b c\" -d", &en), true);
         assert!(sql.contains("\"mentat\".\"ft_100\"") && sql.contains("INTERSECT"), "{sql}");
+        assert!(sql.contains("\"mentat\".\"ftt_100\" WHERE term = 'a'") && !sql.contains("WITH"), "{sql}");
         assert!(sql.contains("HAVING count(*) FILTER (WHERE c IN (0)) = 1") && sql.contains("NOT EXISTS"), "{sql}");
         assert!(search_sql(&store, 100, true, &parse_search("-d", &en), false).contains("WHERE false"));
     }

@@ -84,7 +84,7 @@ def sql(query: str, inputs: str | None = None, *, con=None, store: str = "mentat
     return text
 
 
-FORMAT_VERSIONS = (1, 2)
+FORMAT_VERSIONS = (1, 2, 3)
 
 
 def read_manifest(snapshot_dir, basis_tx: int | None = None) -> dict:

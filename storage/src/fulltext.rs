@@ -1,42 +1,60 @@
 //! The fulltext index of the attributes with `:db/fulltext true`, kept by the writers in the DuckDB transaction
 //! that writes the datoms, so it commits and rolls back with them.
 //!
-//! Per fulltext attribute `aid`, two tables in the store's schema:
+//! Per fulltext attribute `aid`, four tables in the store's schema:
 //!
-//! * `ft_<aid>(term VARCHAR, e BIGINT, h UBIGINT, tf INTEGER, pos INTEGER[], len INTEGER)`: the postings, one row
+//! * `ftt_<aid>(term VARCHAR, tid INTEGER, df INTEGER)`: the term dictionary, one row per term ever indexed, with
+//!   its id and its document frequency (the documents that hold it now: 0 once they are all retracted; a term is
+//!   never removed, so its id is never reused), and an ART index on `term` for a search's point lookups;
+//! * `ft_<aid>(tid INTEGER, e BIGINT, h UBIGINT, tf INTEGER, pos INTEGER[], len INTEGER)`: the postings, one row
 //!   per term and document, with the term's frequency in the document, its 0-based positions (for phrases) and
 //!   the document's length (a copy of `ftd_`'s, so that scoring a term reads its postings alone);
 //! * `ftd_<aid>(e BIGINT, h UBIGINT, len INTEGER)`: one row per document, its length in terms (for BM25's length
-//!   normalization; every current datom has one, an empty string with length 0).
+//!   normalization; every current datom has one, an empty string with length 0);
+//! * `fts_<aid>(n BIGINT, total BIGINT)`: one row, the number of documents and the sum of their lengths.
 //!
 //! A document is one current datom `(e, v)`; `h` tells the values of one entity apart: 0 for a cardinality-one
 //! attribute, the low 64 bits of MD5(v) for a cardinality-many one ([`planner::fulltext::doc_key_sql`]). Terms
-//! come from `mentat_tokenize(v, language)`, the extension's SQL face of [`planner::fulltext::Analyzer`], with
-//! the store's language ([`planner::schema::Schema::fulltext_language`]): indexing is one set-based `INSERT ...
-//! SELECT` that DuckDB runs in parallel, never a loop over values. An assertion adds its document; a retraction
-//! (cardinality-one replacement included) deletes its document's rows. Parquet export and import carry both
-//! tables like any other table of the store.
+//! come from `mentat_postings(v, language)`, the extension's SQL face of [`planner::fulltext::Analyzer`], with
+//! the store's language ([`planner::schema::Schema::fulltext_language`]): indexing is a few set-based statements
+//! that DuckDB runs in parallel, never a loop over values. An assertion adds its document; a retraction
+//! (cardinality-one replacement included) deletes its document's rows; both keep `df`, `n` and `total` exact, so a
+//! search reads its statistics instead of counting them (storage/README.md "Fulltext", "A term dictionary").
+//! Parquet export and import carry the four tables like any other table of the store.
 
 use crate::error::Result;
 use crate::stage::{self, KEYS};
 use crate::transactor::Eav;
 use duckdb::Connection;
-use planner::fulltext::{doc_key_sql, docs_table_name, postings_table_name};
-use planner::layout::{quote_str, StoreName};
+use planner::fulltext::{doc_key_sql, docs_table_name, postings_table_name, stats_table_name, terms_table_name};
+use planner::layout::{quote_ident, quote_str, StoreName};
 use planner::schema::{Attribute, Entid, Schema};
 use std::collections::BTreeSet;
 
-/// The temporary table that holds the terms of the documents being indexed.
+/// The temporary table that holds the postings of the documents being indexed, as `mentat_postings` lists.
 const TERMS: &str = "mentat_ft_terms";
+/// The temporary table of their terms with the number of new documents holding each.
+const COUNTS: &str = "mentat_ft_counts";
+/// The temporary table of the documents being removed.
+const GONE: &str = "mentat_ft_gone";
+/// The temporary table of their postings (row ids and term ids).
+const GONE_POSTINGS: &str = "mentat_ft_gone_postings";
 
-/// SQL creating the two index tables of a fulltext attribute (nothing for any other attribute).
+/// SQL creating the index tables of a fulltext attribute (nothing for any other attribute).
 pub fn ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     if !a.fulltext {
         return Vec::new();
     }
+    let terms = store.table(&terms_table_name(a.entid));
+    let stats = store.table(&stats_table_name(a.entid));
     vec![
+        format!("CREATE TABLE {terms} (term VARCHAR NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL)"),
         format!(
-            "CREATE TABLE {} (term VARCHAR NOT NULL, e BIGINT NOT NULL, h UBIGINT NOT NULL, tf INTEGER NOT NULL, \
+            "CREATE INDEX IF NOT EXISTS {} ON {terms} (term)",
+            quote_ident(&format!("{}_term", terms_table_name(a.entid)))
+        ),
+        format!(
+            "CREATE TABLE {} (tid INTEGER NOT NULL, e BIGINT NOT NULL, h UBIGINT NOT NULL, tf INTEGER NOT NULL, \
              pos INTEGER[] NOT NULL, len INTEGER NOT NULL)",
             store.table(&postings_table_name(a.entid))
         ),
@@ -44,6 +62,8 @@ pub fn ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
             "CREATE TABLE {} (e BIGINT NOT NULL, h UBIGINT NOT NULL, len INTEGER NOT NULL)",
             store.table(&docs_table_name(a.entid))
         ),
+        format!("CREATE TABLE {stats} (n BIGINT NOT NULL, total BIGINT NOT NULL)"),
+        format!("INSERT INTO {stats} SELECT 0, 0 WHERE NOT EXISTS (SELECT 1 FROM {stats})"),
     ]
 }
 
@@ -52,20 +72,29 @@ pub fn tables(a: &Attribute) -> Vec<(String, &'static str)> {
     if !a.fulltext {
         return Vec::new();
     }
-    vec![(postings_table_name(a.entid), "term, e, h, tf, pos, len"), (docs_table_name(a.entid), "e, h, len")]
+    vec![
+        (terms_table_name(a.entid), "term, tid, df"),
+        (postings_table_name(a.entid), "tid, e, h, tf, pos, len"),
+        (docs_table_name(a.entid), "e, h, len"),
+        (stats_table_name(a.entid), "n, total"),
+    ]
 }
 
 /// Indexes the documents `docs` (an SQL query with columns `e BIGINT, v VARCHAR`) of fulltext attribute `a`:
 /// each document is analyzed once into its postings (`mentat_postings`: its distinct terms with their
-/// frequencies, positions and the document's length) in a temporary table, then one statement writes the
-/// documents' lengths and one the postings, ordered by term so that the row groups of a bulk load are term
-/// ranges that DuckDB's zone maps prune. Returns the number of postings written.
+/// frequencies, positions and the document's length) in a temporary table; then the documents' lengths are
+/// written and added to the statistics, the terms counted and looked up in the dictionary once (known terms get
+/// their `df` raised, new terms the next ids in term order), and the postings written with their terms' ids,
+/// ordered by id so that the row groups of a bulk load are term ranges that DuckDB's zone maps prune. Returns the
+/// number of postings written.
 ///
 /// Grouping each document's terms while they are at hand replaced a `GROUP BY term, e, h` over every term of the
 /// load (`mentat_tokenize` unnested with its positions): see storage/README.md "Fulltext" for the measurements.
 pub fn index(conn: &Connection, store: &StoreName, language: &str, a: &Attribute, docs: &str) -> Result<i64> {
     let post = store.table(&postings_table_name(a.entid));
     let dtab = store.table(&docs_table_name(a.entid));
+    let ttab = store.table(&terms_table_name(a.entid));
+    let stab = store.table(&stats_table_name(a.entid));
     let h = doc_key_sql(a.many, "s.v");
     conn.execute_batch(&format!(
         "CREATE OR REPLACE TEMP TABLE {TERMS} AS SELECT s.e AS e, {h} AS h, mentat_postings(s.v, {lang}) AS p \
@@ -74,31 +103,120 @@ pub fn index(conn: &Connection, store: &StoreName, language: &str, a: &Attribute
     ))?;
     // an empty list (a text without words) is a document of length 0
     conn.execute(&format!("INSERT INTO {dtab} SELECT e, h, coalesce(p[1].len, 0) FROM {TERMS}"), [])?;
-    let n = conn.execute(
+    conn.execute(
         &format!(
-            "INSERT INTO {post} SELECT u.term, e, h, u.tf, u.pos, u.len FROM \
-             (SELECT e, h, unnest(p) AS u FROM {TERMS}) ORDER BY u.term"
+            "UPDATE {stab} SET n = {stab}.n + x.n, total = {stab}.total + x.total FROM \
+             (SELECT count(*) AS n, coalesce(sum(coalesce(p[1].len, 0)), 0) AS total FROM {TERMS}) x"
         ),
         [],
     )?;
-    conn.execute_batch(&format!("DROP TABLE {TERMS}"))?;
+    // one read of the dictionary: each term's id, known or the next free one (in term order)
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {COUNTS} AS SELECT c.term, c.df, coalesce(t.tid, m.base + \
+         row_number() OVER (PARTITION BY t.tid IS NULL ORDER BY c.term))::INTEGER AS tid, t.tid IS NULL AS new \
+         FROM (SELECT u.term, count(*)::INTEGER AS df FROM (SELECT unnest(p) AS u FROM {TERMS}) GROUP BY u.term) c \
+         LEFT JOIN {ttab} t ON t.term = c.term, (SELECT coalesce(max(tid), 0) AS base FROM {ttab}) m"
+    ))?;
+    conn.execute(
+        &format!("UPDATE {ttab} SET df = {ttab}.df + x.df FROM {COUNTS} x WHERE NOT x.new AND {ttab}.tid = x.tid"),
+        [],
+    )?;
+    conn.execute(&format!("INSERT INTO {ttab} SELECT term, tid, df FROM {COUNTS} WHERE new"), [])?;
+    let n = conn.execute(
+        &format!(
+            "INSERT INTO {post} SELECT x.tid, p.e, p.h, p.u.tf, p.u.pos, p.u.len FROM \
+             (SELECT e, h, unnest(p) AS u FROM {TERMS}) p JOIN {COUNTS} x ON x.term = p.u.term ORDER BY x.tid"
+        ),
+        [],
+    )?;
+    conn.execute_batch(&format!("DROP TABLE {TERMS}; DROP TABLE {COUNTS};"))?;
     Ok(n as i64)
 }
 
 /// Removes the documents `docs` (an SQL query with columns `e BIGINT, v VARCHAR`) of fulltext attribute `a`
-/// from its index.
+/// from its index: its terms' `df` lowered by the postings removed, the statistics by the documents removed.
 pub fn unindex(conn: &Connection, store: &StoreName, a: &Attribute, docs: &str) -> Result<()> {
+    let post = store.table(&postings_table_name(a.entid));
+    let dtab = store.table(&docs_table_name(a.entid));
+    let ttab = store.table(&terms_table_name(a.entid));
+    let stab = store.table(&stats_table_name(a.entid));
     let h = doc_key_sql(a.many, "s.v");
-    for table in [postings_table_name(a.entid), docs_table_name(a.entid)] {
-        conn.execute(
-            &format!(
-                "DELETE FROM {t} USING (SELECT s.e AS e, {h} AS h FROM ({docs}) s) r WHERE {t}.e = r.e AND {t}.h = r.h",
-                t = store.table(&table)
-            ),
-            [],
-        )?;
-    }
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {GONE} AS SELECT DISTINCT s.e AS e, {h} AS h FROM ({docs}) s"
+    ))?;
+    // the removed postings, found by one read of the postings (they are in `tid` order, not by document)
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {GONE_POSTINGS} AS SELECT p.rowid AS r, p.tid FROM {post} p \
+         SEMI JOIN {GONE} g ON p.e = g.e AND p.h = g.h"
+    ))?;
+    conn.execute(
+        &format!(
+            "UPDATE {ttab} SET df = {ttab}.df - x.c FROM (SELECT tid, count(*)::INTEGER AS c FROM {GONE_POSTINGS} \
+             GROUP BY tid) x WHERE {ttab}.tid = x.tid"
+        ),
+        [],
+    )?;
+    conn.execute(
+        &format!(
+            "UPDATE {stab} SET n = {stab}.n - x.n, total = {stab}.total - x.total FROM \
+             (SELECT count(*) AS n, coalesce(sum(d.len), 0) AS total FROM {dtab} d \
+             JOIN {GONE} r ON d.e = r.e AND d.h = r.h) x"
+        ),
+        [],
+    )?;
+    conn.execute(&format!("DELETE FROM {post} WHERE rowid IN (SELECT r FROM {GONE_POSTINGS})"), [])?;
+    conn.execute(&format!("DELETE FROM {dtab} USING {GONE} r WHERE {dtab}.e = r.e AND {dtab}.h = r.h"), [])?;
+    conn.execute_batch(&format!("DROP TABLE {GONE}; DROP TABLE {GONE_POSTINGS};"))?;
     Ok(())
+}
+
+/// Empties the index of fulltext attribute `a` and indexes its current datoms again with `language`; returns
+/// the documents and terms indexed. For [`set_language`] and for a store whose index an earlier layout wrote.
+pub(crate) fn rebuild(conn: &Connection, store: &StoreName, language: &str, a: &Attribute) -> Result<(i64, i64)> {
+    for (table, _) in tables(a) {
+        conn.execute(&format!("DELETE FROM {}", store.table(&table)), [])?;
+    }
+    conn.execute(&format!("INSERT INTO {} VALUES (0, 0)", store.table(&stats_table_name(a.entid))), [])?;
+    let docs = format!("SELECT e, v FROM {}", store.current(a.entid));
+    index(conn, store, language, a, &docs)?;
+    Ok(conn.query_row(&format!("SELECT n, total FROM {}", store.table(&stats_table_name(a.entid))), [], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?)
+}
+
+/// Brings the fulltext index of a store written before the term dictionary (layout version 2: postings keyed by
+/// the term's text, no `ftt_`/`fts_` tables) to this layout, rebuilding it from the current datoms, in the
+/// caller's transaction. Nothing for a store already in this layout. Returns the attributes rebuilt.
+pub(crate) fn upgrade(conn: &Connection, store: &StoreName, schema: &Schema) -> Result<i64> {
+    let mut done = 0;
+    for a in schema.attributes() {
+        if !a.fulltext {
+            continue;
+        }
+        let old: i64 = conn.query_row(
+            "SELECT count(*) FROM duckdb_columns() WHERE schema_name = ? AND table_name = ? AND column_name = 'term' \
+             AND database_name = coalesce(?, current_database())",
+            duckdb::params![store.schema, postings_table_name(a.entid), store.catalog],
+            |r| r.get(0),
+        )?;
+        if old == 0 {
+            continue;
+        }
+        for table in [postings_table_name(a.entid), docs_table_name(a.entid)] {
+            conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", store.table(&table)))?;
+        }
+        for sql in ddl(store, a) {
+            conn.execute_batch(&sql.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))?;
+        }
+        rebuild(conn, store, schema.fulltext_language(), a)?;
+        done += 1;
+    }
+    if done > 0 {
+        let meta = store.table("meta");
+        conn.execute(&format!("DELETE FROM {meta} WHERE key = 'layout_version'"), [])?;
+        conn.execute(&format!("INSERT INTO {meta} VALUES ('layout_version', ?)"), [crate::store::LAYOUT_VERSION])?;
+    }
+    Ok(done)
 }
 
 /// Keeps the index of the fulltext attributes among the datoms a transaction (or a group of them) writes: the
@@ -180,16 +298,7 @@ pub fn set_language(conn: &Connection, store: &crate::store::Store, language: &s
         let mut fulltext: Vec<&Attribute> = state.schema.attributes().into_iter().filter(|a| a.fulltext).collect();
         fulltext.sort_by_key(|a| a.entid);
         for a in fulltext {
-            let dtab = store.name.table(&docs_table_name(a.entid));
-            for table in [postings_table_name(a.entid), docs_table_name(a.entid)] {
-                conn.execute(&format!("DELETE FROM {}", store.name.table(&table)), [])?;
-            }
-            let docs = format!("SELECT e, v FROM {}", store.name.current(a.entid));
-            index(conn, &store.name, &language, a, &docs)?;
-            let (n, terms): (i64, i64) =
-                conn.query_row(&format!("SELECT count(*), coalesce(sum(len), 0) FROM {dtab}"), [], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?;
+            let (n, terms) = rebuild(conn, &store.name, &language, a)?;
             report.attributes += 1;
             report.documents += n;
             report.terms += terms;

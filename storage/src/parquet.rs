@@ -26,11 +26,14 @@ use planner::layout::{self, quote_str, StoreName};
 use std::collections::BTreeMap;
 
 /// The version of the export layout that `manifest.json` states (`docs/parquet-format.md`). Version 2 writes uuid
-/// values as their canonical text (version 1 wrote Parquet's UUID logical type, which Apache Spark refuses to read).
-pub const FORMAT_VERSION: i64 = 2;
+/// values as their canonical text (version 1 wrote Parquet's UUID logical type, which Apache Spark refuses to read);
+/// version 3 writes the fulltext index with its term dictionary (`ftt_`, `fts_`, postings keyed by term id).
+pub const FORMAT_VERSION: i64 = 3;
 
-/// The format versions the readers here ([`attach`], [`import_store`], an incremental [`export`]) accept.
-pub const READABLE_VERSIONS: [i64; 2] = [1, 2];
+/// The format versions the readers here ([`attach`], [`import_store`], an incremental [`export`]) accept. The
+/// fulltext index of versions 1 and 2 (postings keyed by the term's text) is rebuilt by an import and read through
+/// views of this layout by an attach.
+pub const READABLE_VERSIONS: [i64; 3] = [1, 2, 3];
 
 /// The manifest's file name in an export directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -396,7 +399,7 @@ fn table_kind(t: &str) -> (&str, Option<i64>) {
         ("current", aid(a))
     } else if let Some(a) = t.strip_prefix("hist_") {
         ("history", aid(a))
-    } else if let Some(a) = t.strip_prefix("ftd_").or_else(|| t.strip_prefix("ft_")) {
+    } else if let Some(a) = ["ftd_", "ftt_", "fts_", "ft_"].iter().find_map(|p| t.strip_prefix(p)) {
         ("fulltext", aid(a))
     } else {
         (t, None)
@@ -575,7 +578,13 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName, snapshot: Op
             pf = fp("partitions"),
         ))?;
         report.files += 2;
+        // the store is written in this build's layout, whatever the export's was
+        conn.execute(
+            &format!("UPDATE {} SET value = ? WHERE key = 'layout_version'", name.table("meta")),
+            [store::LAYOUT_VERSION],
+        )?;
         let mut done = std::collections::HashSet::new();
+        let mut rebuild = Vec::new();
         let mut load = |attrs: Vec<planner::schema::Attribute>, report: &mut ParquetReport| -> Result<()> {
             for a in attrs {
                 if !done.insert(a.entid) {
@@ -584,16 +593,18 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName, snapshot: Op
                 for sql in store::attribute_ddl(name, &a) {
                     conn.execute_batch(&sql)?;
                 }
+                // an export written before the term dictionary (format 1 or 2) has postings keyed by the term's
+                // text and no dictionary: its index files are skipped and the index rebuilt from the datoms below
+                let old_index = a.fulltext && !files.contains_key(&planner::fulltext::terms_table_name(a.entid));
                 for (table, cols) in crate::fulltext::tables(&a) {
-                    if files.contains_key(&table) {
-                        conn.execute(
-                            &format!(
-                                "INSERT INTO {} SELECT {cols} FROM read_parquet({})",
-                                name.table(&table),
-                                fp(&table)
-                            ),
-                            [],
-                        )?;
+                    if old_index {
+                        report.files += files.contains_key(&table) as i64;
+                    } else if files.contains_key(&table) {
+                        conn.execute_batch(&format!(
+                            "DELETE FROM {t}; INSERT INTO {t} SELECT {cols} FROM read_parquet({f})",
+                            t = name.table(&table),
+                            f = fp(&table)
+                        ))?;
                         report.files += 1;
                     }
                 }
@@ -618,12 +629,18 @@ pub fn import_store(conn: &Connection, dir: &str, name: &StoreName, snapshot: Op
                         }
                     }
                 }
+                if old_index {
+                    rebuild.push(a);
+                }
             }
             Ok(())
         };
         load(layout::bootstrap_schema().attributes().into_iter().cloned().collect(), &mut report)?;
         let state = store::load_state(conn, name)?;
         load(state.schema.attributes().into_iter().cloned().collect(), &mut report)?;
+        for a in &rebuild {
+            crate::fulltext::rebuild(conn, name, state.schema.fulltext_language(), a)?;
+        }
         if report.files != files.len() as i64 {
             let known: Vec<String> = state
                 .schema
@@ -682,6 +699,29 @@ pub fn attach(conn: &Connection, dir: &str, name: &StoreName, snapshot: Option<i
                 },
             };
             conn.execute_batch(&sql)?;
+        }
+        // an export written before the term dictionary (format 1 or 2): its postings keyed by the term's text
+        // are read through views of this layout (the dictionary numbered in term order, its df and the
+        // statistics counted), slower than an import, which rebuilds the index, but the same answers
+        for (f, aid) in files.keys().filter_map(|f| f.strip_prefix("ft_").map(|aid| (f, aid))) {
+            let terms = format!("ftt_{aid}");
+            if files.contains_key(&terms) {
+                continue;
+            }
+            conn.execute_batch(&format!(
+                "DROP VIEW {post}; \
+                 CREATE VIEW {tt} AS SELECT term, (row_number() OVER (ORDER BY term))::INTEGER AS tid, \
+                 count(*)::INTEGER AS df FROM read_parquet({pf}) GROUP BY term; \
+                 CREATE VIEW {post} AS SELECT t.tid, p.e, p.h, p.tf, p.pos, p.len FROM read_parquet({pf}) p \
+                 JOIN {tt} t ON t.term = p.term; \
+                 CREATE VIEW {st} AS SELECT count(*)::BIGINT AS n, coalesce(sum(len), 0)::BIGINT AS total \
+                 FROM read_parquet({df});",
+                post = name.table(f),
+                tt = name.table(&terms),
+                st = name.table(&format!("fts_{aid}")),
+                pf = fp(f),
+                df = fp(&format!("ftd_{aid}")),
+            ))?;
         }
         // the files of the snapshot (the manifest's, when there is one), not whatever else the directory holds
         let list: Vec<String> = files.keys().map(|f| fp(f)).collect();

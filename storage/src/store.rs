@@ -9,8 +9,9 @@ use planner::schema::{Attribute, Entid, Schema, TupleSpec, Unique, ValueType};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-/// The store layout version written into `meta`.
-pub const LAYOUT_VERSION: &str = "2";
+/// The store layout version written into `meta`: 3 since the fulltext term dictionary (`ftt_`/`fts_` tables,
+/// postings keyed by term id), which [`Registry::open`] builds for a store of version 2 on first open.
+pub const LAYOUT_VERSION: &str = "3";
 
 /// Next free entid of each partition (Mentat's partition map).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,6 +225,12 @@ impl Registry {
         }
         let mut state = load_state(conn, name)?;
         let read_only = crate::parquet::read_only(conn, name)?;
+        if read_only.is_none() && state.schema.has_fulltext() {
+            // a fulltext index that an earlier layout wrote is rebuilt in this one, once, before the log's
+            // transactions are applied to it; where the database is read-only it stays as it is (and a search of
+            // it fails with DuckDB's error naming the missing dictionary)
+            let _ = crate::in_transaction(conn, || crate::fulltext::upgrade(conn, name, &state.schema));
+        }
         let (log, recovered) = crate::txlog::recover(conn, name, &state.schema, self.log, read_only.is_some())?;
         if recovered {
             state = load_state(conn, name)?;
