@@ -1,5 +1,7 @@
 """Several callers at once: independent readers run in parallel while a writer transacts, one statement may
 call mentat functions more than once, and nothing deadlocks."""
+import os
+import pathlib
 import threading
 
 from conftest import connect, transact
@@ -64,3 +66,57 @@ def test_one_statement_calls_mentat_twice(con):
     joined = " ".join(f"JOIN mentat_q('{q}') t{k} USING (id)" for k in range(1, 6))
     n = con.execute(f"SELECT count(*) FROM mentat_q('{q}') t0 {joined}").fetchall()[0][0]
     assert n == 20
+
+
+def test_the_heavy_lane_answers_as_without_it(tmp_path):
+    """storage::lane with every statement heavy (`MENTAT_HEAVY_MS=0`, one at a time): joins of several mentat_q calls
+    in one statement do not wait for themselves (each is one client's), concurrent callers queue and all answer, and
+    the answers equal those of a process without the lane (`MENTAT_HEAVY_LANE=0`). Each setting needs its own
+    process (mentat reads them when it loads)."""
+    import json
+    import subprocess
+    import sys
+    script = r'''
+import json, sys, threading, time
+sys.path.insert(0, %r)
+from conftest import connect, transact
+con = connect(%r)
+transact(con, %r)
+transact(con, "[" + " ".join(f"{{:acct/id {i} :acct/balance {i * 10}}}" for i in range(200)) + "]")
+q = "[:find ?id ?b :where [?e :acct/id ?id] [?e :acct/balance ?b]]"
+joined = " ".join(f"JOIN mentat_q('{q}') t{k} USING (id)" for k in range(1, 4))
+sql = f"SELECT t0.id, t0.b + t3.b FROM mentat_q('{q}') t0 {joined} ORDER BY 1"
+# LIMIT leaves each call's answer unfinished, so its slot stays taken until the statement ends: the second call
+# of the same statement must be admitted while the first holds it
+partial = f"SELECT count(*) FROM (FROM mentat_q('{q}') LIMIT 1) a CROSS JOIN (FROM mentat_q('{q}') LIMIT 1) b"
+out = {"join": [], "longest_ms": 0.0, "threads": [], "partial": []}
+for _ in range(3):  # the first run makes the statements known (their cost remembered), the next ones go through it
+    out["join"] = [list(r) for r in con.execute(sql).fetchall()]
+    t = time.perf_counter()
+    out["partial"].append(con.execute(partial).fetchall()[0][0])
+    out["longest_ms"] = max(out["longest_ms"], (time.perf_counter() - t) * 1000)
+def reader(k):
+    cur = con.cursor()
+    for _ in range(10):
+        out["threads"].append(cur.execute(f"SELECT sum(b) FROM mentat_q('{q}') WHERE id %% 4 = {k}").fetchall()[0][0])
+ts = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+[t.start() for t in ts]
+[t.join(timeout=120) for t in ts]
+out["threads"].sort()
+print(json.dumps(out))
+'''
+    here = str(pathlib.Path(__file__).parent)
+    runs = {}
+    for name, env in (("lane", {"MENTAT_HEAVY_MS": "0", "MENTAT_HEAVY_LANE": "1"}), ("off", {"MENTAT_HEAVY_LANE": "0"})):
+        code = script % (here, str(tmp_path / f"{name}.duckdb"), SCHEMA)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, **env})
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs[name] = json.loads(p.stdout.strip().splitlines()[-1])
+    assert runs["lane"]["join"] == [[i, 20 * i] for i in range(200)]
+    assert runs["lane"]["join"] == runs["off"]["join"]
+    assert len(runs["lane"]["threads"]) == 40 and runs["lane"]["threads"] == runs["off"]["threads"]
+    assert runs["lane"]["partial"] == [1, 1, 1]
+    # a statement whose first heavy call still holds its slot admits its second at once: it never waits out the
+    # lane's 2 s limit
+    assert runs["lane"]["longest_ms"] < 1500, runs["lane"]

@@ -73,11 +73,14 @@ class Opts:
 
 
 def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None, writes_mode="steady",
-        memory_limit=None):
+        memory_limit=None, threads=None, writer_kind="mixed"):
     """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase; `writes_mode`
     is "steady" (500-entity transactions label 500 issues, then retract those labels) or "growing" (they label 500
     issues, then add 500 new users). `memory_limit` (DuckDB's setting, e.g. "300MB"), set after the load, bounds
-    DuckDB's buffer pool: what grows beyond it is memory kept outside DuckDB's cache."""
+    DuckDB's buffer pool: what grows beyond it is memory kept outside DuckDB's cache. `threads` sets DuckDB's
+    worker threads for the run (1: each statement runs on its caller's thread alone). `writer_kind` is "mixed" (the
+    soak's writes), "single" (its single-datom transactions only) or "none" (readers alone): diagnostics of the
+    readers' tails."""
     assert writes_mode in ("steady", "growing"), writes_mode
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="mentat-soak-"))
@@ -89,6 +92,8 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     peer.settle(ds)
     if memory_limit:
         peer.con.execute(f"SET memory_limit = '{memory_limit}'")
+    if threads:
+        peer.con.execute(f"SET threads = {int(threads)}")
     say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
     protected = sorted(ds.protected_idxs())
     writable = ds.writable_idxs()
@@ -139,7 +144,10 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         k = 0
         last_batch = []
         while not stop.is_set():
-            if k % 2 == 0:
+            if writer_kind == "none":
+                stop.wait(0.05)
+                continue
+            if k % 2 == 0 or writer_kind == "single":
                 idx = int(writable[rnd.randrange(len(writable))])
                 label = labels[rnd.randrange(len(labels))]
                 s.write_label(idx, label)
@@ -288,6 +296,11 @@ def main(argv=None):
                     help="steady: 500-entity transactions label issues, then retract the labels (the store keeps its "
                          "size); growing: they label issues, then add 500 new users")
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit during the run, e.g. 300MB")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="DuckDB's threads setting during the run (default: DuckDB's own, one per core)")
+    ap.add_argument("--writer", default="mixed", choices=["mixed", "single", "none"],
+                    help="mixed: the soak's writes; single: single-datom transactions only; none: readers alone "
+                         "(diagnostics of the readers' tails)")
     ap.add_argument("--out", default=None, help="write the report as JSON here")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="Python's GIL switch interval in ms during the run (default: Python's own, 5 ms)")
@@ -295,7 +308,8 @@ def main(argv=None):
     if o.switch_interval is not None:
         sys.setswitchinterval(o.switch_interval / 1000)
     seconds = o.seconds if o.seconds is not None else o.minutes * 60
-    report = run(o.scale, seconds, o.workdir, writes_mode=o.writes, memory_limit=o.memory_limit)
+    report = run(o.scale, seconds, o.workdir, writes_mode=o.writes, memory_limit=o.memory_limit, threads=o.threads,
+                 writer_kind=o.writer)
     if o.out:
         pathlib.Path(o.out).write_text(json.dumps(report, indent=1))
     return 0 if report["passed"] else 1

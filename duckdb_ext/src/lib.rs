@@ -59,6 +59,8 @@ pub struct Instance {
     pub pull_shapes: entity::Shapes<pull::PullShape>,
     /// Applies the stores' transaction logs in the background (`storage::txlog`).
     pub indexer: storage::txlog::Indexer,
+    /// Admission of heavy statements (`storage::lane`): `MENTAT_HEAVY_LANE` / `MENTAT_HEAVY_MS` when mentat loads.
+    pub lane: Arc<storage::lane::Lane>,
 }
 
 impl Instance {
@@ -148,6 +150,7 @@ unsafe fn init(
         entity_path,
         group_commit,
         query_shapes: Default::default(),
+        lane: Arc::new(storage::lane::Lane::from_env()),
         pull_shapes: Default::default(),
         indexer,
     });

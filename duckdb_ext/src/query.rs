@@ -160,6 +160,9 @@ pub(crate) struct Bound {
     _conn: Option<Borrowed>,
     /// The answer, when the entity path gave it at bind time (then there is no statement).
     answer: Option<Box<dyn crate::entity::Write>>,
+    /// The heavy lane the statement runs through, and the statement's key in it (a hash of its SQL text).
+    lane: Option<Arc<storage::lane::Lane>>,
+    key: u64,
 }
 
 impl Bound {
@@ -177,12 +180,24 @@ impl Bound {
             target: RawTarget(std::ptr::null_mut()),
             _conn: None,
             answer: Some(answer),
+            lane: None,
+            key: 0,
         }
     }
 }
 
 struct Streaming {
     result: Option<Box<ffi::duckdb_result>>,
+    /// The statement's slot in the heavy lane, held until its last row is produced.
+    slot: Option<storage::lane::Slot>,
+    /// Time spent executing the statement and fetching its chunks so far (waits for the client excluded).
+    busy: std::time::Duration,
+}
+
+impl Streaming {
+    fn new(result: Option<Box<ffi::duckdb_result>>) -> Streaming {
+        Streaming { result, slot: None, busy: std::time::Duration::ZERO }
+    }
 }
 
 impl Drop for Streaming {
@@ -448,7 +463,23 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         Mode::Query => compiled.columns.iter().map(|c| c.name.as_str()).collect(),
         Mode::Explain => vec![],
     };
-    bind_statement(info, &extra.instance, &caller, &sql, &names, &[])
+    let mut bound = bind_statement(info, &extra.instance, &caller, &sql, &names, &[])?;
+    // the heavy lane knows a query by its text and time options, not by its inputs (which the compiled SQL holds
+    // as constants): what one search or one as-of question costs is what the next one of that shape will cost
+    bound.key = lane_key(&[
+        &store_name.to_string(),
+        &query,
+        &format!("{}{}{}", opts.as_of.is_some(), opts.since.is_some(), opts.history),
+    ]);
+    Ok(bound)
+}
+
+/// The heavy lane's key of a statement known by `parts` (a hash; [`storage::lane`]).
+pub(crate) fn lane_key(parts: &[&str]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    parts.hash(&mut h);
+    h.finish()
 }
 
 /// Prepares `sql` on a borrowed query connection that has taken on the `caller`'s time zone (through its
@@ -470,7 +501,17 @@ pub(crate) unsafe fn bind_statement(
     raw.adopt(caller)?;
     let prepared = raw.prepare(sql)?;
     let target = RawTarget(raw.conn);
-    let mut bound = Bound { prepared, columns: 0, caller: caller.clone(), target, _conn: Some(conn), answer: None };
+    let key = lane_key(&[sql]);
+    let mut bound = Bound {
+        prepared,
+        columns: 0,
+        caller: caller.clone(),
+        target,
+        _conn: Some(conn),
+        answer: None,
+        lane: Some(instance.lane.clone()),
+        key,
+    };
     if !params.is_empty() {
         ffi::duckdb_clear_bindings(prepared);
         for (i, p) in params.iter().enumerate() {
@@ -571,11 +612,27 @@ pub(crate) unsafe extern "C" fn init(info: ffi::duckdb_init_info) {
 unsafe fn init_inner(info: ffi::duckdb_init_info) {
     let bound = &*(ffi::duckdb_init_get_bind_data(info) as *const Bound);
     if bound.answer.is_some() {
-        let state = Streaming { result: None };
+        let state = Streaming::new(None);
         let data = Box::into_raw(Box::new(state)) as *mut c_void;
         ffi::duckdb_init_set_init_data(info, data, Some(drop_box::<Streaming>));
         return;
     }
+    // a heavy statement waits for its slot in the lane before it runs (storage::lane)
+    let slot = match &bound.lane {
+        Some(lane) => match lane.admit(bound.key, bound.caller.client(), || bound.caller.interrupted()) {
+            Ok(slot) => slot,
+            Err(storage::lane::Refused::Interrupted) => {
+                ffi::duckdb_init_set_error(
+                    info,
+                    c"INTERRUPT Error: Interrupted! (mentat: while the statement waited for a heavy one to finish)"
+                        .as_ptr(),
+                );
+                return;
+            }
+        },
+        None => None,
+    };
+    let started = thread_cpu();
     let _watch = bound.watch();
     let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
     if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
@@ -585,7 +642,9 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
         ffi::duckdb_init_set_error(info, c.as_ptr());
         return;
     }
-    let state = Streaming { result: Some(result) };
+    let mut state = Streaming::new(Some(result));
+    state.slot = slot;
+    state.busy = thread_cpu().saturating_sub(started);
     ffi::duckdb_init_set_init_data(info, Box::into_raw(Box::new(state)) as *mut c_void, Some(drop_box::<Streaming>));
 }
 
@@ -607,9 +666,19 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
         return;
     };
     let watch = bound.watch();
+    let started = thread_cpu();
     let mut chunk = ffi::duckdb_fetch_chunk(**result);
+    state.busy += thread_cpu().saturating_sub(started);
     drop(watch);
     if chunk.is_null() {
+        // the statement is done: its time is remembered (an error's too), and its slot freed
+        if let Some(lane) = &bound.lane {
+            if std::env::var_os("MENTAT_LANE_TRACE").is_some() {
+                eprintln!("lane {:016x} {:.3} ms", bound.key, state.busy.as_secs_f64() * 1e3);
+            }
+            lane.record(bound.key, state.busy);
+        }
+        state.slot = None;
         if let Some(err) = result_error(result) {
             let c = CString::new(err.replace('\0', " ")).unwrap_or_default();
             ffi::duckdb_function_set_error(info, c.as_ptr());
@@ -626,6 +695,15 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
     }
     ffi::duckdb_data_chunk_set_size(output, size);
     ffi::duckdb_destroy_data_chunk(&mut chunk);
+}
+
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`): a statement's cost that does not grow while it
+/// waits for a core, as its wall time does under load.
+fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
 unsafe fn result_error(result: &mut ffi::duckdb_result) -> Option<String> {

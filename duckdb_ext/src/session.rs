@@ -70,6 +70,8 @@ pub struct Caller {
     pub time_zone: Option<String>,
     /// The caller's interrupt byte, when its layout was proven at load.
     flag: Option<Flag>,
+    /// The address of the caller's `ClientContext` (0: unknown): which statements are one client's.
+    context: usize,
 }
 
 /// The address of a caller's interrupt byte. Valid while the caller's statement runs, which is whenever a mentat
@@ -155,7 +157,13 @@ impl Caller {
         let time_zone = setting(ctx, c"TimeZone").filter(|z| !z.is_empty());
         let offset = FLAG_OFFSET.load(Ordering::Relaxed);
         let flag = (offset != 0).then(|| Flag(context_address(ctx).add(offset) as *const AtomicU8));
-        Caller { catalogs, time_zone, flag }
+        Caller { catalogs, time_zone, flag, context: context_address(ctx) as usize }
+    }
+
+    /// An identity of the caller's client (its `ClientContext`'s address; 0 when unknown), the same for every
+    /// statement it runs, nested ones included.
+    pub fn client(&self) -> usize {
+        self.context
     }
 
     /// Whether the caller's statement has been interrupted.

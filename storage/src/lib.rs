@@ -9,6 +9,7 @@ pub mod fulltext;
 pub mod group;
 pub mod import;
 pub mod interrupt;
+pub mod lane;
 pub mod logfile;
 pub mod parquet;
 pub mod pending;
