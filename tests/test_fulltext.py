@@ -345,17 +345,23 @@ def test_store_language_none(db_path):
 
 
 
+def in_a_process(db_path, code):
+    """Runs `code` in a Python process of its own (a process keeps a store open, and its schema, while the
+    extension is loaded), with `json`, `conftest`, this module as `t` and `con` connected to `db_path`; returns the
+    JSON value its last line prints."""
+    script = (f"import json, sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); import conftest, "
+              f"test_fulltext as t; con = conftest.connect({str(db_path)!r}); {code}")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def test_set_language_rebuilds_the_index(db_path):
     # mentat_fulltext_language switches an indexed store from English stems to no stemming in one transaction:
     # the index is rebuilt with the new analyzer, searches analyze with it, later writes index with it, and the
     # choice is in the file: the first step runs in its own process, the rest in a fresh one that reads it back
     # (a process keeps the database open while the extension is loaded)
-    script = (f"import json, sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); import conftest, "
-              f"test_fulltext as t; con = conftest.connect({str(db_path)!r}); t.load(con); "
-              "print(json.dumps([sorted(t.search(con, 'dogs')), "
-              "conftest.rows(con, \"SELECT * FROM mentat_fulltext_language('NONE')\")]))")
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
-    english, report = json.loads(out.strip().splitlines()[-1])
+    english, report = in_a_process(db_path, "t.load(con); print(json.dumps([sorted(t.search(con, 'dogs')), "
+                                            "conftest.rows(con, \"SELECT * FROM mentat_fulltext_language('NONE')\")]))")
     assert english == ["d2", "d3", "d4"]  # English: "dogs" and "dog" are one stem
     unstemmed = {n: t.lower().split() for n, (t, _, _) in CORPUS.items()}
     # two fulltext attributes (:doc/text, :doc/note); four documents of :doc/text, none of :doc/note
@@ -463,12 +469,9 @@ UPDATE {s}.meta SET value = '2' WHERE key = 'layout_version';
 def test_an_index_of_the_earlier_layout_is_rebuilt_on_open(db_path):
     # step 1 (its own process, which keeps the store open): an index, its searches, then the tables made as layout
     # version 2 wrote them; step 2, a fresh process: the first open rebuilds the index in this layout
-    script = (f"import json, sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); import conftest, "
-              f"test_fulltext as t; con = conftest.connect({str(db_path)!r}); t.load(con); "
-              "want = [t.search(con, s) for s in t.OLD_SEARCHES]; a = t.text_aid(con); "
-              "con.execute(t.TO_EARLIER_LAYOUT.format(s='mentat', a=a)); print(json.dumps(want))")
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
-    want = json.loads(out.strip().splitlines()[-1])
+    want = in_a_process(db_path, "t.load(con); want = [t.search(con, s) for s in t.OLD_SEARCHES]; "
+                                 "con.execute(t.TO_EARLIER_LAYOUT.format(s='mentat', a=t.text_aid(con))); "
+                                 "print(json.dumps(want))")
     con = connect(db_path)
     for text, w in zip(OLD_SEARCHES, want):
         assert_scores(search(con, text), w)
