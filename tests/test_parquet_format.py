@@ -244,3 +244,31 @@ def test_an_export_of_format_version_1_is_written_again_whole(con, tmp_path):
     rows(reader, "SELECT * FROM mentat_attach_parquet(?, store := 'v1', snapshot := ?)", [d, old["basis_tx"]])
     assert answers(reader, "v1") == answers(con, as_of=old["basis_tx"])
     reader.close()
+
+
+def test_an_attach_by_a_relative_path_answers_from_any_directory(tmp_path, monkeypatch):
+    """The attached store's views are kept in the database file: a relative directory is kept as its absolute path,
+    so the store answers when the database is opened later from another working directory."""
+    db = tmp_path / "db.duckdb"
+    con = connect(db)
+    transact(con, SCHEMA)
+    transact(con, '[{:a/x [1 2] :a/y "one"} {:a/x 3 :a/y "two"}]')
+    want = answers(con)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    rows(con, "SELECT * FROM mentat_export('export')")
+    rows(con, "SELECT * FROM mentat_attach_parquet('export', store := 'snap')")
+    assert answers(con, "snap") == want
+    con.close()
+    monkeypatch.chdir(tmp_path)
+    again = connect(db)
+    assert answers(again, "snap") == want
+    assert rows(again, "SELECT value FROM snap.meta WHERE key = 'read_only'") == [
+        (os.path.realpath(tmp_path / "work" / "export"),)]
+    # attaching under a name that exists is refused, and the message says how to go on
+    try:
+        rows(again, "SELECT * FROM mentat_attach_parquet('work/export', store := 'snap')")
+        raise AssertionError("attached twice under one name")
+    except Exception as e:  # noqa: BLE001 - the message is the assertion
+        assert "already exists: attach or import an export under a new name" in str(e), e
+    again.close()

@@ -672,6 +672,10 @@ pub const READ_ONLY_KEY: &str = "read_only";
 /// writes in another type ([`file_type`]: uuid as text, bigint as DECIMAL) is cast back to the store's type in
 /// its view. Writers must refuse the store: [`read_only`] says so. Errors as [`import_store`].
 pub fn attach(conn: &Connection, dir: &str, name: &StoreName, snapshot: Option<i64>) -> Result<ParquetReport> {
+    // the views are kept in the database file: a local directory is named by its absolute path, so that they read
+    // the same files from whatever directory the database is opened later
+    let absolute = local_absolute(dir);
+    let dir = absolute.as_deref().unwrap_or(dir);
     let files = export_files(conn, dir, name, snapshot)?;
     let fp = |t: &str| files.get(t).map_or_else(|| file(dir, t), |(p, _)| path_in(dir, p));
     let run = || -> Result<ParquetReport> {
@@ -740,6 +744,16 @@ pub fn attach(conn: &Connection, dir: &str, name: &StoreName, snapshot: Option<i
     crate::in_transaction(conn, run)
 }
 
+/// The absolute path of `dir` when it is a relative path of an existing local directory (not a URL such as
+/// `s3://...`), else None.
+fn local_absolute(dir: &str) -> Option<String> {
+    let path = std::path::Path::new(dir);
+    if dir.contains("://") || path.is_absolute() || !path.is_dir() {
+        return None;
+    }
+    std::fs::canonicalize(path).ok().and_then(|p| p.to_str().map(str::to_string))
+}
+
 /// Why the store `name` cannot be written (it is an attached Parquet export), or None. One small query.
 pub fn read_only(conn: &Connection, name: &StoreName) -> Result<Option<String>> {
     let mut st = conn.prepare(&format!("SELECT value FROM {} WHERE key = ?", name.table("meta")))?;
@@ -767,7 +781,9 @@ fn export_files(
         |r| r.get(0),
     )?;
     if exists > 0 {
-        return Err(StorageError::Store(format!("{name} already exists: import a store into a new name")));
+        return Err(StorageError::Store(format!(
+            "{name} already exists: attach or import an export under a new name (store := ...)"
+        )));
     }
     let files: BTreeMap<String, (String, Option<String>)> = match snapshot_at(dir, snapshot)? {
         Some(snapshot) => snapshot.files.into_iter().map(|w| (w.table, (w.path, w.column_type))).collect(),
