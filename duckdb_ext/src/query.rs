@@ -160,7 +160,8 @@ pub(crate) struct Bound {
     _conn: Option<Borrowed>,
     /// The answer, when the entity path gave it at bind time (then there is no statement).
     answer: Option<Box<dyn crate::entity::Write>>,
-    /// The heavy lane the statement runs through, and the statement's key in it (a hash of its SQL text).
+    /// The heavy lane the statement runs through (None when it is off), and the statement's key in it (a hash of
+    /// its SQL text, or of its query's shape for `mentat_q`).
     lane: Option<Arc<storage::lane::Lane>>,
     key: u64,
 }
@@ -190,7 +191,8 @@ struct Streaming {
     result: Option<Box<ffi::duckdb_result>>,
     /// The statement's slot in the heavy lane, held until its last row is produced.
     slot: Option<storage::lane::Slot>,
-    /// Time spent executing the statement and fetching its chunks so far (waits for the client excluded).
+    /// CPU time the threads that drive the statement spent executing it and fetching its chunks so far (only
+    /// counted when the heavy lane is on).
     busy: std::time::Duration,
 }
 
@@ -509,7 +511,7 @@ pub(crate) unsafe fn bind_statement(
         target,
         _conn: Some(conn),
         answer: None,
-        lane: Some(instance.lane.clone()),
+        lane: (instance.lane.capacity() > 0).then(|| instance.lane.clone()),
         key,
     };
     if !params.is_empty() {
@@ -632,7 +634,7 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
         },
         None => None,
     };
-    let started = thread_cpu();
+    let started = bound.lane.as_ref().map(|_| thread_cpu());
     let _watch = bound.watch();
     let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
     if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
@@ -644,7 +646,9 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
     }
     let mut state = Streaming::new(Some(result));
     state.slot = slot;
-    state.busy = thread_cpu().saturating_sub(started);
+    if let Some(started) = started {
+        state.busy = thread_cpu().saturating_sub(started);
+    }
     ffi::duckdb_init_set_init_data(info, Box::into_raw(Box::new(state)) as *mut c_void, Some(drop_box::<Streaming>));
 }
 
@@ -666,16 +670,15 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
         return;
     };
     let watch = bound.watch();
-    let started = thread_cpu();
+    let started = bound.lane.as_ref().map(|_| thread_cpu());
     let mut chunk = ffi::duckdb_fetch_chunk(**result);
-    state.busy += thread_cpu().saturating_sub(started);
+    if let Some(started) = started {
+        state.busy += thread_cpu().saturating_sub(started);
+    }
     drop(watch);
     if chunk.is_null() {
         // the statement is done: its time is remembered (an error's too), and its slot freed
         if let Some(lane) = &bound.lane {
-            if std::env::var_os("MENTAT_LANE_TRACE").is_some() {
-                eprintln!("lane {:016x} {:.3} ms", bound.key, state.busy.as_secs_f64() * 1e3);
-            }
             lane.record(bound.key, state.busy);
         }
         state.slot = None;
