@@ -344,6 +344,11 @@ impl Tables {
     fn term(&self, t: &str) -> String {
         format!("SELECT tid, df FROM {} WHERE term = {}", self.terms, string_value(t))
     }
+
+    /// The dictionary rows of the terms that start with `prefix`: `tid, df`.
+    fn prefix(&self, prefix: &str) -> String {
+        format!("SELECT tid, df FROM {} WHERE starts_with(term, {})", self.terms, string_value(prefix))
+    }
 }
 
 /// The SELECT (columns `e BIGINT, v VARCHAR, tx BIGINT, score DOUBLE`) of the documents of attribute `aid` that
@@ -356,7 +361,8 @@ impl Tables {
 /// ([`words_sql`]), each other clause on its own, and the hits that sum the clause scores per document. A term's
 /// postings are found through its dictionary row (an ART point lookup on `term`) joined on `tid`; its `df` and the
 /// statistics are read, not counted. Measured against counting them from the postings (storage/README.md
-/// "Fulltext", "A term dictionary"): 4.3 against 5.9 ms for the benchmark's searches.
+/// "The term dictionary, built"): the benchmark's top-10 search p50 3.99 / 4.03 ms against 4.36 / 4.40, alternating
+/// runs.
 pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause], need_value: bool) -> String {
     let tb = Tables {
         post: store.table(&postings_table_name(aid)),
@@ -403,21 +409,17 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
             (Match::Terms(t), Occur::MustNot) if t.len() == 1 => {
                 format!("SELECT p.e, p.h FROM {} p JOIN ({}) t ON p.tid = t.tid", tb.post, tb.term(&t[0]))
             }
-            (Match::Prefix(pre), Occur::MustNot) => format!(
-                "SELECT p.e, p.h FROM {} p JOIN (SELECT tid FROM {} WHERE starts_with(term, {})) t ON p.tid = t.tid",
-                tb.post,
-                tb.terms,
-                string_value(pre)
-            ),
+            (Match::Prefix(pre), Occur::MustNot) => {
+                format!("SELECT p.e, p.h FROM {} p JOIN ({}) t ON p.tid = t.tid", tb.post, tb.prefix(pre))
+            }
             (Match::Prefix(pre), _) => format!(
                 "SELECT {i} AS c, p.e, p.h, sum({} * p.tf * {} / (p.tf + {})) AS s FROM {} p \
-                 JOIN (SELECT tid, df FROM {} WHERE starts_with(term, {})) t ON p.tid = t.tid, {} GROUP BY p.e, p.h",
+                 JOIN ({}) t ON p.tid = t.tid, {} GROUP BY p.e, p.h",
                 idf("t.df"),
                 lit(K1 + 1.0),
                 norm("p.len"),
                 tb.post,
-                tb.terms,
-                string_value(pre),
+                tb.prefix(pre),
                 tb.st
             ),
             (Match::Terms(terms), occur) => {
@@ -460,8 +462,8 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
         if c.occur == Occur::MustNot {
             excluded.push(rel);
         } else {
-            // a phrase's rows are one per document (its tf counted per document); a prefix's one per document too
-            // (summed over its terms), but the words' relation sums several clauses only when it has several terms
+            // a phrase's rows are one per document (its tf counted per document), and so are a prefix's (its
+            // terms summed per document)
             scored.push((rel, true));
         }
     }
@@ -516,14 +518,13 @@ pub fn search_sql(store: &StoreName, aid: Entid, many: bool, clauses: &[Clause],
 
 /// The relation (`c, e, h, s` rows) that scores every single-term clause of a search at once: one row per posting
 /// of the `words` (term, its first clause `c`, the number of clauses that name it, whose scores it sums), scored
-/// with its term's BM25 times that number. The terms' dictionary rows (each numbered `k`, in `UNION ALL`: one ART
-/// point lookup per term) are joined to the postings on `tid`; DuckDB builds the join's hash table from those few
+/// with its term's BM25 times that number. The terms' dictionary rows (in `UNION ALL`, one ART point lookup per
+/// term, each row carrying its term's clause and number of clauses) are joined to the postings on `tid`; DuckDB builds the join's hash table from those few
 /// rows and pushes their `tid`s into the postings' scan as a filter, which the zone maps of postings written in
 /// `tid` order prune.
 ///
 /// This replaced (2026-12-04) a scan of the postings per term by `term = 'x'` with df counted from them in an
-/// ungrouped aggregate (storage/README.md "Fulltext" has that path's measurements): five searches over the Debian
-/// descriptions in the benchmark's top-10 find, 25 interleaved rounds, 5.9 ms against 4.3 ms.
+/// ungrouped aggregate (storage/README.md "Fulltext" has both paths' measurements; [`search_sql`] the summary).
 fn words_sql(tb: &Tables, words: &[(String, usize, u32)], idf: &dyn Fn(&str) -> String, norm: &str) -> String {
     // each lookup row carries its term's clause and number of clauses, so one expression scores every posting (a
     // CASE over the term's number cost 0.6 ms of DuckDB's profile of "python library")

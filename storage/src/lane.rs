@@ -14,7 +14,7 @@
 //! the other functions). Its cost, the CPU time of the threads that drive it (executing it and fetching its chunks:
 //! `CLOCK_THREAD_CPUTIME_ID`, which does not grow while a thread waits for a core, as wall time does under load),
 //! is remembered per key as a moving average; a statement whose average is at least the threshold
-//! ([`Lane::heavy`]) is heavy, and a heavy statement runs only when fewer than
+//! (`MENTAT_HEAVY_MS`, [`Lane::from_env`]) is heavy, and a heavy statement runs only when fewer than
 //! [`Lane::capacity`] heavy statements are running, waiting in arrival order otherwise. A statement never seen
 //! before, or one below the threshold, is never held. A wait ends when the caller is interrupted (the statement
 //! then fails as interrupted) and after [`MAX_WAIT`] at the latest (the statement then runs anyway), so a result
@@ -118,11 +118,6 @@ impl Lane {
     /// How many heavy statements may run at once (0: the lane is off).
     pub fn capacity(&self) -> usize {
         self.capacity
-    }
-
-    /// The running time from which a statement is heavy.
-    pub fn heavy(&self) -> Duration {
-        self.heavy
     }
 
     /// Whether the statement `key` is heavy: its remembered average running time is at least the threshold.
