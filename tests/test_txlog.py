@@ -398,16 +398,16 @@ def test_a_process_that_ends_while_the_log_is_being_applied_exits_cleanly(tmp_pa
 
 
 def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_path):
-    """DuckDB checkpoints at a commit that passes its 16 MiB threshold only when no other write transaction is
-    open, which readers and writers running beside each other keep from happening: the indexer checkpoints the
-    database once the write-ahead log passes its threshold (txlog.rs `checkpoint`; 16 MiB here, 64 by default).
-    Four readers run throughout; after the writes stop the write-ahead log is emptied while they still run, and
-    every datom written is there."""
+    """The indexer checkpoints the database once the write-ahead log passes its threshold (txlog.rs `checkpoint`;
+    16 MiB here, 64 by default), whether or not DuckDB checkpoints by itself: here DuckDB's own threshold is set
+    out of reach. Four readers run throughout; after the writes stop the write-ahead log is emptied while they
+    still run, and every datom written is there."""
     import threading
 
     db = tmp_path / "c.duckdb"
     wal = pathlib.Path(f"{db}.wal")
     con = connect_with(db, MENTAT_LOG_IDLE_MS="20", MENTAT_CHECKPOINT_WAL_MB="16")
+    con.execute("SET checkpoint_threshold = '1GB'")
     users(con, 100)
     stop, errors = threading.Event(), []
 
@@ -443,6 +443,56 @@ def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_p
     assert left < 16 << 20, f"the write-ahead log still holds {left} bytes beside the readers"
     assert q(con, "[:find (count ?e) . :where [?e :u/email _]]") == [(100 + 2000 * k,)]
 
+
+
+def test_duckdb_checkpoints_by_itself_beside_readers_because_no_row_is_updated_in_place(tmp_path):
+    """DuckDB checkpoints at a commit that passes its `checkpoint_threshold` while other transactions are open
+    only if nothing in the write-ahead log updated a row in place (then it can checkpoint beside them; otherwise
+    it waits for a moment when no other transaction is open, which readers that keep running never give). So
+    mentat deletes and inserts its marks (the `partitions` rows, the log's applied mark, fulltext counts) instead
+    of updating them (transactor.rs `rewrite_partitions`). Here DuckDB's threshold is 256 KiB and the indexer's own
+    checkpoints are out of reach (1 GiB); four readers run throughout, and writes that go through the log (their
+    applies write the marks) and writes that allocate entities (the partition marks) alternate: the write-ahead
+    log is emptied again and again and never grows past 1 MiB. With the marks updated in place it grew without a
+    checkpoint (measured: to 2.1 MB in these 80 transactions, never emptied)."""
+    import threading
+
+    db = tmp_path / "d.duckdb"
+    wal = pathlib.Path(f"{db}.wal")
+    con = connect_with(db, MENTAT_LOG_IDLE_MS="20", MENTAT_CHECKPOINT_WAL_MB="1024")
+    con.execute("SET checkpoint_threshold = '256KB'")
+    users(con, 100)
+    stop, errors = threading.Event(), []
+
+    def reader(i):
+        c = con.cursor()
+        try:
+            while not stop.is_set():
+                assert q(c, '[:find ?n . :in $ ?m :where [?e :u/email ?m] [?e :u/n ?n]]', f'["u{i}@x"]') == [(0,)]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    w = con.cursor()
+    k, biggest, last, emptied = 0, 0, 0, 0
+    try:
+        while k < 40:
+            transact(w, "[" + " ".join(f'{{:u/email "w{k}-{j}@x" :u/n {j}}}' for j in range(1000)) + "]")
+            transact(w, "[" + " ".join(f'[:db/add [:u/email "u{j}@x"] :u/n {k + 1}]' for j in range(10, 20)) + "]")
+            k += 1
+            size = wal.stat().st_size if wal.exists() else 0
+            emptied += size < last // 2
+            biggest, last = max(biggest, size), size
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:1]
+    assert emptied >= 3 and biggest < 1 << 20, f"write-ahead log at most {biggest} bytes, emptied {emptied} times"
+    assert q(con, "[:find (count ?e) . :where [?e :u/email _]]") == [(100 + 1000 * k,)]
+    assert q(con, '[:find ?n . :where [?e :u/email "u15@x"] [?e :u/n ?n]]') == [(k,)]
 
 def test_random_transactions_with_the_staging_tables_made_again_at_every_use_equal_one_by_one(tmp_path):
     """The staging tables of a connection are dropped and made again every 256 uses (stage.rs `renew_tables`);

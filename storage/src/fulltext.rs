@@ -33,12 +33,15 @@ use std::collections::BTreeSet;
 
 /// The temporary table that holds the postings of the documents being indexed, as `mentat_postings` lists.
 const TERMS: &str = "mentat_ft_terms";
-/// The temporary table of their terms with the number of new documents holding each.
+/// The temporary table of their terms: each term's id, its `df` once these documents are indexed, whether it is new,
+/// and the row id of its dictionary row when it is not.
 const COUNTS: &str = "mentat_ft_counts";
 /// The temporary table of the documents being removed.
 const GONE: &str = "mentat_ft_gone";
 /// The temporary table of their postings (row ids and term ids).
 const GONE_POSTINGS: &str = "mentat_ft_gone_postings";
+/// The dictionary rows of the terms whose postings an unindex removes, with their lowered `df`.
+const GONE_TERMS: &str = "mentat_ft_gone_terms";
 
 /// SQL creating the index tables of a fulltext attribute (nothing for any other attribute).
 pub fn ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
@@ -103,25 +106,24 @@ pub fn index(conn: &Connection, store: &StoreName, language: &str, a: &Attribute
     ))?;
     // an empty list (a text without words) is a document of length 0
     conn.execute(&format!("INSERT INTO {dtab} SELECT e, h, coalesce(p[1].len, 0) FROM {TERMS}"), [])?;
-    conn.execute(
-        &format!(
-            "UPDATE {stab} SET n = {stab}.n + x.n, total = {stab}.total + x.total FROM \
-             (SELECT count(*) AS n, coalesce(sum(coalesce(p[1].len, 0)), 0) AS total FROM {TERMS}) x"
-        ),
+    let (n, total): (i64, i64) = conn.query_row(
+        &format!("SELECT count(*), coalesce(sum(coalesce(p[1].len, 0)), 0)::BIGINT FROM {TERMS}"),
         [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
+    add_stats(conn, &stab, n, total)?;
     // one read of the dictionary: each term's id, known or the next free one (in term order)
     conn.execute_batch(&format!(
-        "CREATE OR REPLACE TEMP TABLE {COUNTS} AS SELECT c.term, c.df, coalesce(t.tid, m.base + \
-         row_number() OVER (PARTITION BY t.tid IS NULL ORDER BY c.term))::INTEGER AS tid, t.tid IS NULL AS new \
+        "CREATE OR REPLACE TEMP TABLE {COUNTS} AS SELECT c.term, (c.df + coalesce(t.df, 0))::INTEGER AS df, \
+         coalesce(t.tid, m.base + row_number() OVER (PARTITION BY t.tid IS NULL ORDER BY c.term))::INTEGER AS tid, \
+         t.tid IS NULL AS new, t.rowid AS r \
          FROM (SELECT u.term, count(*)::INTEGER AS df FROM (SELECT unnest(p) AS u FROM {TERMS}) GROUP BY u.term) c \
          LEFT JOIN {ttab} t ON t.term = c.term, (SELECT coalesce(max(tid), 0) AS base FROM {ttab}) m"
     ))?;
-    conn.execute(
-        &format!("UPDATE {ttab} SET df = {ttab}.df + x.df FROM {COUNTS} x WHERE NOT x.new AND {ttab}.tid = x.tid"),
-        [],
-    )?;
-    conn.execute(&format!("INSERT INTO {ttab} SELECT term, tid, df FROM {COUNTS} WHERE new"), [])?;
+    // known terms' rows replaced (deleted and inserted with their new df), never updated in place: see
+    // [`add_stats`]
+    conn.execute(&format!("DELETE FROM {ttab} WHERE rowid IN (SELECT r FROM {COUNTS} WHERE NOT new)"), [])?;
+    conn.execute(&format!("INSERT INTO {ttab} SELECT term, tid, df FROM {COUNTS} ORDER BY tid"), [])?;
     let n = conn.execute(
         &format!(
             "INSERT INTO {post} SELECT x.tid, p.e, p.h, p.u.tf, p.u.pos, p.u.len FROM \
@@ -149,24 +151,38 @@ pub fn unindex(conn: &Connection, store: &StoreName, a: &Attribute, docs: &str) 
         "CREATE OR REPLACE TEMP TABLE {GONE_POSTINGS} AS SELECT p.rowid AS r, p.tid FROM {post} p \
          SEMI JOIN {GONE} g ON p.e = g.e AND p.h = g.h"
     ))?;
-    conn.execute(
+    // the removed postings' terms' rows replaced with their lowered df (not updated in place: see [`add_stats`])
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {GONE_TERMS} AS SELECT t.rowid AS r, t.term, t.tid, (t.df - x.c)::INTEGER AS df \
+         FROM {ttab} t JOIN (SELECT tid, count(*)::INTEGER AS c FROM {GONE_POSTINGS} GROUP BY tid) x \
+         ON t.tid = x.tid"
+    ))?;
+    conn.execute(&format!("DELETE FROM {ttab} WHERE rowid IN (SELECT r FROM {GONE_TERMS})"), [])?;
+    conn.execute(&format!("INSERT INTO {ttab} SELECT term, tid, df FROM {GONE_TERMS} ORDER BY tid"), [])?;
+    let (n, total): (i64, i64) = conn.query_row(
         &format!(
-            "UPDATE {ttab} SET df = {ttab}.df - x.c FROM (SELECT tid, count(*)::INTEGER AS c FROM {GONE_POSTINGS} \
-             GROUP BY tid) x WHERE {ttab}.tid = x.tid"
+            "SELECT count(*), coalesce(sum(d.len), 0)::BIGINT FROM {dtab} d JOIN {GONE} r ON d.e = r.e AND d.h = r.h"
         ),
         [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    conn.execute(
-        &format!(
-            "UPDATE {stab} SET n = {stab}.n - x.n, total = {stab}.total - x.total FROM \
-             (SELECT count(*) AS n, coalesce(sum(d.len), 0) AS total FROM {dtab} d \
-             JOIN {GONE} r ON d.e = r.e AND d.h = r.h) x"
-        ),
-        [],
-    )?;
+    add_stats(conn, &stab, -n, -total)?;
     conn.execute(&format!("DELETE FROM {post} WHERE rowid IN (SELECT r FROM {GONE_POSTINGS})"), [])?;
     conn.execute(&format!("DELETE FROM {dtab} USING {GONE} r WHERE {dtab}.e = r.e AND {dtab}.h = r.h"), [])?;
-    conn.execute_batch(&format!("DROP TABLE {GONE}; DROP TABLE {GONE_POSTINGS};"))?;
+    conn.execute_batch(&format!("DROP TABLE {GONE}; DROP TABLE {GONE_POSTINGS}; DROP TABLE {GONE_TERMS};"))?;
+    Ok(())
+}
+
+/// Adds `n` documents and `total` terms (negative to remove them) to the statistics row of table `stab`: the row
+/// deleted and inserted again, never updated in place, as every row a transaction changes
+/// ([`crate::transactor::rewrite_partitions`]: an update in place keeps DuckDB from checkpointing while any other
+/// transaction is open).
+fn add_stats(conn: &Connection, stab: &str, n: i64, total: i64) -> Result<()> {
+    let (was_n, was_total) = conn
+        .prepare_cached(&format!("DELETE FROM {stab} RETURNING n, total"))?
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
+        .try_fold((0i64, 0i64), |(a, b), row| row.map(|(x, y)| (a + x, b + y)))?;
+    conn.prepare_cached(&format!("INSERT INTO {stab} VALUES ($1, $2)"))?.execute([was_n + n, was_total + total])?;
     Ok(())
 }
 

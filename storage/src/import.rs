@@ -329,12 +329,12 @@ impl<'a> Import<'a> {
         self.parts.last_tx_instant = tx_instant;
         let cur = self.store.current(layout::DB_TX_INSTANT);
         self.write(&format!("INSERT INTO {cur} VALUES ({tx}, make_timestamptz({tx_instant}::BIGINT), {tx})"))?;
-        self.exec(&format!(
-            "UPDATE {} SET next = CASE ident WHEN ':db.part/user' THEN {} WHEN ':db.part/tx' THEN {} ELSE next END",
-            self.store.table("partitions"),
-            self.parts.next_user,
-            self.parts.next_tx
-        ))?;
+        let (next_user, next_tx) = (self.parts.next_user, self.parts.next_tx);
+        crate::transactor::rewrite_partitions(self.conn, self.store, |ident, next| match ident {
+            ":db.part/user" => next_user,
+            ":db.part/tx" => next_tx,
+            _ => next,
+        })?;
         self.conn.execute_batch(&format!(
             "DROP TABLE IF EXISTS {SRC}; DROP TABLE IF EXISTS {ENT}; DROP TABLE IF EXISTS {MISSING}; \
              DROP TABLE IF EXISTS {DATOMS}; DROP TABLE IF EXISTS {REPLACED}; \

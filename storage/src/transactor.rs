@@ -1216,24 +1216,46 @@ pub(crate) fn write_partitions(
         return Ok(());
     }
     crate::before_write(conn)?;
-    let sql = format!(
-        "UPDATE {} SET next = CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 ELSE $3 END",
-        store.table("partitions")
-    );
-    conn.prepare_cached(&sql)?.execute([after.next_db, after.next_user, after.next_tx])?;
-    Ok(())
+    rewrite_partitions(conn, store, |ident, next| match ident {
+        ":db.part/db" => after.next_db,
+        ":db.part/user" => after.next_user,
+        ":db.part/tx" => after.next_tx,
+        _ => next,
+    })
 }
 
 /// Raises the stored marks of `:db.part/db` and `:db.part/user` to `marks` (next_db, next_user) where they are
 /// lower: the apply of logged groups, whose records carry the marks they moved (a group written to the tables
 /// since may have stored higher ones already).
 pub(crate) fn raise_partitions(conn: &Connection, store: &StoreName, (db, user): (Entid, Entid)) -> Result<()> {
-    let sql = format!(
-        "UPDATE {} SET next = greatest(next, CASE ident WHEN ':db.part/db' THEN $1 WHEN ':db.part/user' THEN $2 \
-         ELSE next END)",
-        store.table("partitions")
-    );
-    conn.prepare_cached(&sql)?.execute([db, user])?;
+    rewrite_partitions(conn, store, |ident, next| match ident {
+        ":db.part/db" => next.max(db),
+        ":db.part/user" => next.max(user),
+        _ => next,
+    })
+}
+
+/// Rewrites the `partitions` table with each row's mark replaced by `next(ident, stored mark)`: its rows deleted
+/// and inserted again, never updated in place. DuckDB does not checkpoint after a commit that updated rows in place
+/// while any other transaction is open ("Transaction has performed updates and there are other transactions
+/// active"), where deletes still allow a concurrent checkpoint; with readers always running, one `UPDATE` per
+/// transaction kept every automatic checkpoint from happening and the write-ahead log and DuckDB's memory growing
+/// (measured with the soak, storage/README.md "No updates in place"). Same for [`crate::txlog`]'s marks.
+pub(crate) fn rewrite_partitions(
+    conn: &Connection,
+    store: &StoreName,
+    next: impl Fn(&str, Entid) -> Entid,
+) -> Result<()> {
+    let table = store.table("partitions");
+    let rows = conn
+        .prepare_cached(&format!("DELETE FROM {table} RETURNING ident, start, next"))?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))?
+        .collect::<duckdb::Result<Vec<_>>>()?;
+    let mut insert = conn.prepare_cached(&format!("INSERT INTO {table} VALUES ($1, $2, $3)"))?;
+    for (ident, start, mark) in rows {
+        let mark = next(&ident, mark);
+        insert.execute(duckdb::params![ident, start, mark])?;
+    }
     Ok(())
 }
 

@@ -355,10 +355,10 @@ const LOG_ID: &str = "log_id";
 fn set_meta(conn: &Connection, name: &StoreName, key: &str, value: &str) -> Result<()> {
     crate::before_write(conn)?;
     let meta = name.table("meta");
-    // one statement once the key is there (every apply writes its mark)
-    if conn.prepare_cached(&format!("UPDATE {meta} SET value = $2 WHERE key = $1"))?.execute([key, value])? == 0 {
-        conn.prepare_cached(&format!("INSERT INTO {meta} VALUES ($1, $2)"))?.execute([key, value])?;
-    }
+    // deleted and inserted, not updated in place: an update keeps DuckDB from checkpointing while any other
+    // transaction is open (crate::transactor::rewrite_partitions)
+    conn.prepare_cached(&format!("DELETE FROM {meta} WHERE key = $1"))?.execute([key])?;
+    conn.prepare_cached(&format!("INSERT INTO {meta} VALUES ($1, $2)"))?.execute([key, value])?;
     Ok(())
 }
 
@@ -662,11 +662,14 @@ const CHECKPOINT_RETRY: Duration = Duration::from_secs(2);
 
 /// Checkpoints the database of `store` (DuckDB's `CHECKPOINT`: the write-ahead log written into the database
 /// file and emptied), beside the writer (a logged group writes nothing to DuckDB; see [`run`]). DuckDB checkpoints
-/// by itself when a commit passes `checkpoint_threshold`, but only when it can take its checkpoint lock, which
-/// every open write transaction shares: beside the soak's eight readers and one writer (`benchmarks/py/soak.py`) it
-/// never did, and in 4 minutes the write-ahead log grew to 45 MB while DuckDB's memory grew from 55 to 133 MB, most
-/// of it table data not yet checkpointed (`IN_MEMORY_TABLE` in `duckdb_memory()`, which a checkpoint empties).
-/// An explicit `CHECKPOINT` is refused the same way now and then (two of five attempts in a 4-minute soak, each
+/// by itself when a commit passes `checkpoint_threshold`, but while any other transaction is open (a reader's, or
+/// the outer statement of the `mentat_transact` call itself) only if nothing in the write-ahead log updated a row
+/// in place; mentat's writes used to update the log's applied mark and the partition marks in place, and beside the
+/// soak's eight readers and one writer DuckDB never checkpointed (the write-ahead log grew to 45 MB in 4 minutes,
+/// DuckDB's memory from 55 to 133 MB, most of it table data not yet checkpointed, `IN_MEMORY_TABLE` in
+/// `duckdb_memory()`). They are deleted and inserted now ([`crate::transactor::rewrite_partitions`]), and DuckDB
+/// checkpoints by itself beside readers; this checkpoint stays for a log that passes [`Settings::checkpoint_wal_bytes`]
+/// all the same. An explicit `CHECKPOINT` is refused now and then (two of five attempts in a 4-minute soak, each
 /// after 0.5 s of retries, 2026-12-03), so the indexer retries for [`CHECKPOINT_TRY`] and otherwise leaves it for
 /// [`CHECKPOINT_RETRY`]; a checkpoint took 50 to 170 ms at scale s. Not `FORCE CHECKPOINT`, which stops new
 /// transactions from starting while it waits for the open ones: a mentat call whose outer statement is open and
