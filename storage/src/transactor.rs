@@ -1251,11 +1251,19 @@ pub(crate) fn rewrite_partitions(
         .prepare_cached(&format!("DELETE FROM {table} RETURNING ident, start, next"))?
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))?
         .collect::<duckdb::Result<Vec<_>>>()?;
-    let mut insert = conn.prepare_cached(&format!("INSERT INTO {table} VALUES ($1, $2, $3)"))?;
-    for (ident, start, mark) in rows {
-        let mark = next(&ident, mark);
-        insert.execute(duckdb::params![ident, start, mark])?;
+    if rows.is_empty() {
+        return Ok(());
     }
+    // one statement for the rows (three: `:db.part/db`, `:db.part/user`, `:db.part/tx`)
+    let values = (0..rows.len()).map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3));
+    let sql = format!("INSERT INTO {table} VALUES {}", values.collect::<Vec<_>>().join(", "));
+    let marks: Vec<Entid> = rows.iter().map(|(ident, _, mark)| next(ident, *mark)).collect();
+    let params: Vec<&dyn duckdb::ToSql> = rows
+        .iter()
+        .zip(&marks)
+        .flat_map(|((ident, start, _), mark)| [ident as &dyn duckdb::ToSql, start, mark])
+        .collect();
+    conn.prepare_cached(&sql)?.execute(params.as_slice())?;
     Ok(())
 }
 

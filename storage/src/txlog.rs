@@ -655,6 +655,27 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration, r
 /// 64 MiB 39.3 MB at the same speed (550K datoms/s) and peak RSS 280 MB.
 pub const CHECKPOINT_WAL_BYTES: u64 = 64 << 20;
 
+/// DuckDB's default `checkpoint_threshold`, as `current_setting` shows it.
+const DUCKDB_DEFAULT_THRESHOLD: &str = "16.0 MiB";
+
+/// Raises DuckDB's own `checkpoint_threshold` (a global setting) to the indexer's threshold
+/// ([`Settings::checkpoint_wal_bytes`], 64 MiB unless `MENTAT_CHECKPOINT_WAL_MB` says otherwise) when it is at
+/// DuckDB's default of 16 MiB; a threshold the user set otherwise is left alone. Called when mentat loads. Since
+/// mentat updates no row in place, DuckDB checkpoints by itself beside open transactions (the outer statement of
+/// the `mentat_transact` call that commits is one), and at 16 MiB a bulk load at m left a 63.7 MB database against
+/// 39.6 MB at 64 MiB (storage/README.md "No updates in place"): each checkpoint writes the row groups appended
+/// since the last one again, and the blocks they replace stay in the file as free blocks.
+pub fn align_checkpoint_threshold(conn: &Connection, settings: &Settings) -> Result<()> {
+    let now: String = conn.query_row("SELECT current_setting('checkpoint_threshold')", [], |r| r.get(0))?;
+    if now == DUCKDB_DEFAULT_THRESHOLD && settings.checkpoint_wal_bytes != 16 << 20 {
+        conn.execute_batch(&format!(
+            "SET GLOBAL checkpoint_threshold = '{}MiB'",
+            (settings.checkpoint_wal_bytes >> 20).max(1)
+        ))?;
+    }
+    Ok(())
+}
+
 /// How long the indexer keeps trying a checkpoint that DuckDB refuses (another write transaction is open).
 const CHECKPOINT_TRY: Duration = Duration::from_millis(50);
 /// How long after a checkpoint tried (done or refused) the indexer tries the next one at the earliest.
