@@ -397,18 +397,20 @@ def test_a_process_that_ends_while_the_log_is_being_applied_exits_cleanly(tmp_pa
         assert got == want, seed
 
 
-def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_path):
-    """The indexer checkpoints the database once the write-ahead log passes its threshold (txlog.rs `checkpoint`;
-    16 MiB here, 64 by default), whether or not DuckDB checkpoints by itself: here DuckDB's own threshold is set
-    out of reach. Four readers run throughout; after the writes stop the write-ahead log is emptied while they
-    still run, and every datom written is there."""
+def users_beside_readers(db, indexer_mb, duckdb_threshold):
+    """A store in database file `db` with 100 users, the indexer's checkpoint threshold at `indexer_mb` MiB and
+    DuckDB's `checkpoint_threshold` at `duckdb_threshold`: (the connection, the path of the write-ahead log)."""
+    con = connect_with(db, MENTAT_LOG_IDLE_MS="20", MENTAT_CHECKPOINT_WAL_MB=str(indexer_mb))
+    con.execute(f"SET checkpoint_threshold = '{duckdb_threshold}'")
+    users(con, 100)
+    return con, pathlib.Path(f"{db}.wal")
+
+
+def readers_of_users(con, n):
+    """Starts `n` threads that read users u0.. u{n-1} (made by `users`) over and over, each checking its answer,
+    until the event is set: (the event, the errors they met, the threads)."""
     import threading
 
-    db = tmp_path / "c.duckdb"
-    wal = pathlib.Path(f"{db}.wal")
-    con = connect_with(db, MENTAT_LOG_IDLE_MS="20", MENTAT_CHECKPOINT_WAL_MB="16")
-    con.execute("SET checkpoint_threshold = '1GB'")
-    users(con, 100)
     stop, errors = threading.Event(), []
 
     def reader(i):
@@ -416,12 +418,22 @@ def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_p
         try:
             while not stop.is_set():
                 assert q(c, '[:find ?n . :in $ ?m :where [?e :u/email ?m] [?e :u/n ?n]]', f'["u{i}@x"]') == [(0,)]
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # noqa: BLE001 - reported by the caller
             errors.append(e)
 
-    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
+    return stop, errors, threads
+
+
+def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_path):
+    """The indexer checkpoints the database once the write-ahead log passes its threshold (txlog.rs `checkpoint`;
+    16 MiB here, 64 by default), whether or not DuckDB checkpoints by itself: here DuckDB's own threshold is set
+    out of reach. Four readers run throughout; after the writes stop the write-ahead log is emptied while they
+    still run, and every datom written is there."""
+    con, wal = users_beside_readers(tmp_path / "c.duckdb", indexer_mb=16, duckdb_threshold="1GB")
+    stop, errors, threads = readers_of_users(con, 4)
     w = con.cursor()
     k, biggest = 0, 0
     try:
@@ -444,7 +456,6 @@ def test_the_indexer_checkpoints_a_large_write_ahead_log_while_readers_run(tmp_p
     assert q(con, "[:find (count ?e) . :where [?e :u/email _]]") == [(100 + 2000 * k,)]
 
 
-
 def test_duckdb_checkpoints_by_itself_beside_readers_because_no_row_is_updated_in_place(tmp_path):
     """DuckDB checkpoints at a commit that passes its `checkpoint_threshold` while other transactions are open
     only if nothing in the write-ahead log updated a row in place (then it can checkpoint beside them; otherwise
@@ -455,26 +466,8 @@ def test_duckdb_checkpoints_by_itself_beside_readers_because_no_row_is_updated_i
     applies write the marks) and writes that allocate entities (the partition marks) alternate: the write-ahead
     log is emptied again and again and never grows past 1 MiB. With the marks updated in place it grew without a
     checkpoint (measured: to 2.1 MB in these 80 transactions, never emptied)."""
-    import threading
-
-    db = tmp_path / "d.duckdb"
-    wal = pathlib.Path(f"{db}.wal")
-    con = connect_with(db, MENTAT_LOG_IDLE_MS="20", MENTAT_CHECKPOINT_WAL_MB="1024")
-    con.execute("SET checkpoint_threshold = '256KB'")
-    users(con, 100)
-    stop, errors = threading.Event(), []
-
-    def reader(i):
-        c = con.cursor()
-        try:
-            while not stop.is_set():
-                assert q(c, '[:find ?n . :in $ ?m :where [?e :u/email ?m] [?e :u/n ?n]]', f'["u{i}@x"]') == [(0,)]
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
+    con, wal = users_beside_readers(tmp_path / "d.duckdb", indexer_mb=1024, duckdb_threshold="256KB")
+    stop, errors, threads = readers_of_users(con, 4)
     w = con.cursor()
     k, biggest, last, emptied = 0, 0, 0, 0
     try:
