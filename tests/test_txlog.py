@@ -544,3 +544,19 @@ def test_a_large_apply_makes_the_staging_tables_again(tmp_path):
     never = staging_memory(tmp_path, "n", MENTAT_STAGE_RENEW="0", MENTAT_LOG="always")
     renewed = staging_memory(tmp_path, "r", MENTAT_STAGE_RENEW="8", MENTAT_LOG="always")
     assert never > 1_000_000 and renewed < never * 0.3, (renewed, never)
+
+
+def test_loading_mentat_raises_duckdbs_default_checkpoint_threshold_and_leaves_a_set_one(tmp_path):
+    """DuckDB's `checkpoint_threshold` is 16 MiB by default; loading mentat raises it to the indexer's threshold
+    (64 MiB, or `MENTAT_CHECKPOINT_WAL_MB`) so that a bulk load is not checkpointed every 16 MiB (txlog.rs
+    `align_checkpoint_threshold`), and leaves a threshold set before the load as it is."""
+    setting = "SELECT current_setting('checkpoint_threshold')"
+    assert duckdb.connect().execute(setting).fetchall() == [("16.0 MiB",)]  # DuckDB's own default, without mentat
+    assert connect_with(tmp_path / "a.duckdb").execute(setting).fetchall() == [("64.0 MiB",)]
+    assert connect_with(tmp_path / "b.duckdb", MENTAT_CHECKPOINT_WAL_MB="32").execute(setting).fetchall() == [
+        ("32.0 MiB",)
+    ]
+    con = duckdb.connect(str(tmp_path / "c.duckdb"), config={"allow_unsigned_extensions": "true"})
+    con.execute("SET checkpoint_threshold = '20MiB'")
+    con.execute(f"LOAD '{EXT}'")
+    assert con.execute(setting).fetchall() == [("20.0 MiB",)]
