@@ -549,7 +549,8 @@ def test_a_large_apply_makes_the_staging_tables_again(tmp_path):
 def test_loading_mentat_raises_duckdbs_default_checkpoint_threshold_and_leaves_a_set_one(tmp_path):
     """DuckDB's `checkpoint_threshold` is 16 MiB by default; loading mentat raises it to the indexer's threshold
     (64 MiB, or `MENTAT_CHECKPOINT_WAL_MB`) so that a bulk load is not checkpointed every 16 MiB (txlog.rs
-    `align_checkpoint_threshold`), and leaves a threshold set before the load as it is."""
+    `align_checkpoint_threshold`), leaves a threshold set before the load as it is, and loads with a locked
+    configuration."""
     setting = "SELECT current_setting('checkpoint_threshold')"
     assert duckdb.connect().execute(setting).fetchall() == [("16.0 MiB",)]  # DuckDB's own default, without mentat
     assert connect_with(tmp_path / "a.duckdb").execute(setting).fetchall() == [("64.0 MiB",)]
@@ -560,3 +561,8 @@ def test_loading_mentat_raises_duckdbs_default_checkpoint_threshold_and_leaves_a
     con.execute("SET checkpoint_threshold = '20MiB'")
     con.execute(f"LOAD '{EXT}'")
     assert con.execute(setting).fetchall() == [("20.0 MiB",)]
+    # a locked configuration refuses the change, and mentat loads all the same
+    locked = duckdb.connect(str(tmp_path / "d.duckdb"), config={"allow_unsigned_extensions": "true"})
+    locked.execute("SET lock_configuration = true")
+    locked.execute(f"LOAD '{EXT}'")
+    assert locked.execute(setting).fetchall() == [("16.0 MiB",)]

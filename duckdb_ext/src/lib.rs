@@ -136,7 +136,8 @@ unsafe fn init(
     let indexer_conn = con.try_clone()?;
     pool::no_host_replacements(&indexer_conn);
     let indexer = storage::txlog::Indexer::start(indexer_conn, stores.log.idle)?;
-    storage::txlog::align_checkpoint_threshold(&con, &stores.log)?;
+    // best effort: a configuration the user locked (`lock_configuration`) keeps DuckDB's threshold, and mentat loads
+    let _ = storage::txlog::align_checkpoint_threshold(&con, &stores.log);
     let default_catalog: String = con.query_row("SELECT current_database()", [], |r| r.get(0))?;
     session::calibrate(*db);
     let raw = Arc::new(query::RawPool::open(*db, pool::SIZE)?);

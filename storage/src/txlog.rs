@@ -660,7 +660,8 @@ const DUCKDB_DEFAULT_THRESHOLD: &str = "16.0 MiB";
 
 /// Raises DuckDB's own `checkpoint_threshold` (a global setting) to the indexer's threshold
 /// ([`Settings::checkpoint_wal_bytes`], 64 MiB unless `MENTAT_CHECKPOINT_WAL_MB` says otherwise) when it is at
-/// DuckDB's default of 16 MiB; a threshold the user set otherwise is left alone. Called when mentat loads. Since
+/// DuckDB's default of 16 MiB; a threshold the user set otherwise is left alone. Called when mentat loads, which
+/// goes on when this fails (a configuration locked with `lock_configuration` refuses the `SET`). Since
 /// mentat updates no row in place, DuckDB checkpoints by itself beside open transactions (the outer statement of
 /// the `mentat_transact` call that commits is one), and at 16 MiB a bulk load at m left a 63.7 MB database against
 /// 39.6 MB at 64 MiB (storage/README.md "No updates in place"): each checkpoint writes the row groups appended
