@@ -1394,7 +1394,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
         }
         rows = next;
     }
-    // foldhash: with SipHash the distinct step cost 1.5% of q2's time (81 rows of three keys)
+    // foldhash, as the transactor's sets: the distinct hashes every answer row (std's SipHash is the slow one)
     let mut seen: foldhash::HashSet<Vec<IKey>> = foldhash::HashSet::default();
     let mut out = Vec::new();
     for row in rows {
@@ -1608,6 +1608,11 @@ mod tests {
         // the same reads through the prefetch hints (which change nothing but timing)
         b.prefetch(&[7, 8, far, -1, i64::MAX]);
         assert_eq!(values(&b, far), vec![72]);
+        // hints over a base with a directory, for entities before, inside, at the end of and far past it
+        let dense = idx(&(1..=100).map(|e| (e, e * 10)).collect::<Vec<_>>(), false);
+        assert!(dense.base.e_dir.is_some());
+        dense.prefetch(&[i64::MIN, -5, 0, 1, 17, 50, 99, 100, 101, 1000, i64::MAX]);
+        assert_eq!((values(&dense, 1), values(&dense, 100), values(&dense, 101)), (vec![10], vec![1000], vec![]));
         // a merge empties the novelty and the filter with it
         let m = b.merged();
         assert!(!m.novelty_may_hold(far));
