@@ -23,3 +23,20 @@ def test_readers_and_a_writer_for_30_seconds(tmp_path, writes):
     else:
         assert r["new_users"] > 0 and r["retracted_labels"] == 0
     assert sum(w["reads"] for w in r["windows"]) > 100
+
+
+def test_the_native_driver_for_30_seconds(tmp_path):
+    """The same soak from native threads (`--driver native`, benchmarks/native `--soak`) on a copy of the store: every
+    answer checked by the binary against the truth the script hands it, every acknowledged write found afterwards.
+    Without the binary built (CI builds it only with MENTAT_NATIVE_BUILD=1) the script says how to build it."""
+    if not soak.native.BIN.exists():
+        with pytest.raises(SystemExit, match="build.sh"):
+            soak.run("xs", 30, workdir=tmp_path, quiet=True, driver="native")
+        return
+    r = soak.run("xs", 30, workdir=tmp_path, quiet=True, driver="native")
+    assert r["driver"] == "native" and r["errors"] == []
+    assert r["lost_labels"] == 0 and r["retracted_labels_left"] == 0
+    assert r["labelled_issues"] > 0 and r["retracted_labels"] > 0
+    assert sum(w["reads"] for w in r["windows"]) > 100 and sum(w["writes"] for w in r["windows"]) > 10
+    # every question was asked in every window
+    assert all(set(w["per_question"]) == set(soak.READS) for w in r["windows"])

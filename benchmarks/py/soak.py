@@ -15,14 +15,21 @@ Printed per minute: reader calls, p50 and p99, writer transactions, resident mem
 failed, no answer was wrong, no write was lost, each question's p99 stayed within 10x its own p50 in every minute, and
 resident memory grew less than 10% after the first minute (the targets of issue 17). Exit status 1 otherwise.
 
+`--driver native` runs the same readers and writer from native threads (`benchmarks/native`, built by its
+`build.sh`): Python's readers wait for its interpreter lock, which DuckDB's Python client takes again after every
+statement and chunk, and that wait was most of their tails (storage/README.md "The soak's tails come from the
+client").
+
 usage: python3 -m benchmarks.py.soak [--scale s] [--minutes 10] [--seconds N] [--writes steady|growing]
-                                    [--out results.json]
+                                    [--driver python|native] [--out results.json]
 """
 import argparse
 import array
 import json
 import pathlib
 import random
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,10 +42,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.py.suite import bench  # noqa: E402
+from benchmarks.py.suite import native  # noqa: E402
 from benchmarks.py.suite import workload as W  # noqa: E402
 from benchmarks.py.suite.peers import mentat as M  # noqa: E402
 
 READS = ["q1", "q2", "q4", "pull", "as_of"]
+# the labels of a collection of issues: the check of every acknowledged write after the run
+QLABELS = "[:find ?i ?n :in $ [?i ...] :where [?i :issue/label ?l] [?l :label/name ?n]]"
 
 
 def malloc_mb():
@@ -73,15 +83,19 @@ class Opts:
 
 
 def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None, writes_mode="steady",
-        memory_limit=None, threads=None, writer_kind="mixed"):
+        memory_limit=None, threads=None, writer_kind="mixed", driver="python"):
     """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase; `writes_mode`
     is "steady" (500-entity transactions label 500 issues, then retract those labels) or "growing" (they label 500
     issues, then add 500 new users). `memory_limit` (DuckDB's setting, e.g. "300MB"), set after the load, bounds
     DuckDB's buffer pool: what grows beyond it is memory kept outside DuckDB's cache. `threads` sets DuckDB's
     worker threads for the run (1: each statement runs on its caller's thread alone). `writer_kind` is "mixed" (the
     soak's writes), "single" (its single-datom transactions only) or "none" (readers alone): diagnostics of the
-    readers' tails."""
+    readers' tails. `driver` "native" runs the readers and the writer from native threads instead (`run_native`)."""
     assert writes_mode in ("steady", "growing"), writes_mode
+    assert driver == "python" or (writes_mode == "steady" and writer_kind == "mixed" and not memory_limit
+                                   and not threads), "the native driver runs the default soak only"
+    if driver == "native" and not native.BIN.exists():
+        raise SystemExit(f"soak: {native.BIN} is not built (bash benchmarks/native/build.sh)")
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="mentat-soak-"))
     ds = W.Dataset(W.generate(scale, pathlib.Path(data_root or ROOT / "benchmarks" / "data")))
@@ -95,10 +109,12 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     if threads:
         peer.con.execute(f"SET threads = {int(threads)}")
     say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
+    minute = 60 if seconds >= 120 else max(seconds / 4, 1)
+    if driver == "native":
+        return run_native(peer, ds, workdir, seconds, minute, readers, say)
     protected = sorted(ds.protected_idxs())
     writable = ds.writable_idxs()
     labels = [r[1] for r in ds.labels]
-    minute = 60 if seconds >= 120 else max(seconds / 4, 1)
     windows = int(np.ceil(seconds / minute))
     # latencies (ms) per reader, window and question, 8 bytes each (the soak's own memory stays flat)
     lat = [[{sc: array.array("d") for sc in READS} for _ in range(windows)] for _ in range(readers)]
@@ -232,58 +248,131 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     held, es = {}, list(entity)
     for k in range(0, len(es), 1000):
         for e, n in c.execute(
-                "FROM mentat_q('[:find ?i ?n :in $ [?i ...] :where [?i :issue/label ?l] [?l :label/name ?n]]', "
-                "inputs := ?)", [f"[[{' '.join(map(str, es[k:k + 1000]))}]]"]).fetchall():
+                "FROM mentat_q(?, inputs := ?)", [QLABELS, f"[[{' '.join(map(str, es[k:k + 1000]))}]]"]).fetchall():
             held.setdefault(entity[e], set()).add(n)
     lost_labels = sum(len(want - held.get(idx, set())) for idx, want in written_labels.items())
     left_retracted = sum(1 for idx, lb in retracted if lb in held.get(idx, set()))
-    report = {"scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
+    report = {"driver": "python", "scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
               "errors": errors, "new_users": len(new_users), "lost_users": lost_users,
               "labelled_issues": int(labelled.sum()), "lost_labels": lost_labels, "writes_mode": writes_mode,
               "retracted_labels": n_retracted[0], "retracted_labels_checked": len(retracted), "retracted_labels_left": left_retracted}
-    ok = not errors and lost_users == 0 and lost_labels == 0 and left_retracted == 0
     for w in range(windows):
         xs = [x for r in lat for ys in r[w].values() for x in ys]
-        p50, p99 = bench.pct(xs, 50), bench.pct(xs, 99)
-        # the tail of each question against its own median: the mix's p99 over its p50 is mostly the spread of
-        # the questions' costs (pull [*] and as_of cost 5 to 15 times q1), not a stall
         per = {}
         for sc in READS:
             ys = [x for r in lat for x in r[w][sc]]
             if ys:
                 per[sc] = {"reads": len(ys), "p50_ms": round(bench.pct(ys, 50), 3), "p99_ms": round(bench.pct(ys, 99), 3)}
-        worst = max((v["p99_ms"] / v["p50_ms"] for v in per.values() if v["p50_ms"]), default=0.0)
-        row = {"window": w, "reads": len(xs), "p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
-               "writes": writes[w], "rss_mb": round(rss[w], 1), "duckdb_mb": round(duck[w], 1),
-               "duckdb_mb_by_tag": duck_tags[w],
-               "entity_index_mb": round(index[w], 1), "malloc_in_use_mb": round(heap[w][0], 1),
-               "malloc_free_mb": round(heap[w][1], 1),
-               "per_question": per, "worst_question_p99_over_p50": round(worst, 2)}
-        report["windows"].append(row)
-        say(f"  {w + 1:>3}: {len(xs):>7} reads p50 {p50:7.2f} ms p99 {p99:8.2f} ms ({p99 / p50 if p50 else 0:5.1f}x; "
-            f"per question at most {worst:4.1f}x), {writes[w]:>5} writes, rss {rss[w]:7.1f} MB "
-            f"(DuckDB {duck[w]:7.1f} MB, entity index {index[w]:6.1f} MB; malloc in use {heap[w][0]:7.1f} MB, "
-            f"free in its arenas {heap[w][1]:7.1f} MB)")
-        if xs and worst > 10:
+        report["windows"].append({
+            "window": w, "reads": len(xs), "p50_ms": round(bench.pct(xs, 50), 3) if xs else None,
+            "p99_ms": round(bench.pct(xs, 99), 3) if xs else None, "writes": writes[w], "rss_mb": round(rss[w], 1),
+            "duckdb_mb": round(duck[w], 1), "duckdb_mb_by_tag": duck_tags[w], "entity_index_mb": round(index[w], 1),
+            "malloc_in_use_mb": round(heap[w][0], 1), "malloc_free_mb": round(heap[w][1], 1), "per_question": per})
+    judge(report, say)
+    peer.close()
+    return report
+
+
+def run_native(peer, ds, workdir, seconds, minute, readers, say):
+    """The soak's readers and writer from native threads: the scale suite's native driver (`benchmarks/native`,
+    `--soak`, built by `bash benchmarks/native/build.sh`) on a copy of the store `peer` built, in the storage
+    format its libduckdb reads. Python's readers share one interpreter lock, which DuckDB's Python client takes
+    again after every statement, chunk and check for a signal; perf put about half of the Python readers' time
+    waiting for it (storage/README.md "The soak's tails come from the client"). Here the plan holds every answer's
+    truth from the same generator, the binary asks and checks, and `judge` applies the same rules to its report
+    (windows of `minute` seconds)."""
+    probes = []
+    for p in ds.truth["probe_users"]:
+        issues = ds.assigned(p["email"])
+        probes.append({"email": p["email"], "final": [[i["title"], i["final_state"]] for i in issues],
+                       "initial": [[i["title"], i["initial_state"]] for i in issues]})
+    pull = []
+    for idx in sorted(ds.protected_idxs()):
+        i = ds.issue(idx)
+        pull.append({"e": int(peer.idx_e[idx]), "title": i["title"], "state": i["state"], "priority": i["priority"],
+                     "labels": len(i["labels"])})
+    q4 = ds.truth["open_priority_ge_4"]["final"]
+    store = pathlib.Path(workdir) / "native_soak.duckdb"
+    plan = {"db": str(store), "ext": str(M.common.EXT), "seconds": seconds, "window_s": minute, "readers": readers,
+            "queries": {"q1": W.Q1, "q2": W.Q2, "q4": W.Q4, "labels": QLABELS},
+            "users": [[e, n] for _, e, n in ds.users], "probes": probes, "as_of_tx": int(peer.last_initial_tx),
+            "q4_min": 4, "q4_count": q4, "pull": pull,
+            "writable": [int(peer.idx_e[i]) for i in ds.writable_idxs()], "labels": [r[1] for r in ds.labels]}
+    # the copy is made through the peer's own connection: mentat's connections keep the database open in this
+    # process for as long as it lives, so the file cannot be attached a second time here; the log is applied
+    # first, so the copy's tables hold every transaction
+    c = peer.con
+    c.execute("SELECT * FROM mentat_sync()").fetchall()
+    catalog = c.execute("SELECT current_database()").fetchall()[0][0]
+    for old in (store, pathlib.Path(f"{store}.wal"), pathlib.Path(f"{store}.mentat.txlog")):
+        old.unlink(missing_ok=True)
+    c.execute(f"ATTACH '{store}' AS native_copy (STORAGE_VERSION '{native.NATIVE_STORAGE_VERSION}')")
+    c.execute(f'COPY FROM DATABASE "{catalog}" TO native_copy')
+    c.execute("DETACH native_copy")
+    log = pathlib.Path(f"{peer.db}.mentat.txlog")
+    if log.exists():
+        shutil.copy(log, f"{store}.mentat.txlog")
+    plan_path = pathlib.Path(workdir) / "native_soak_plan.json"
+    plan_path.write_text(json.dumps(plan))
+    say(f"soak: the native driver on a copy of the store ({native.BIN} --soak {plan_path})")
+    r = subprocess.run([str(native.BIN), "--soak", str(plan_path)], stdout=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"soak: the native driver exited with code {r.returncode}")
+    report = json.loads(r.stdout)
+    report.update({"driver": "native", "scale": ds.truth["scale"], "seconds": seconds, "readers": readers,
+                   "window_s": minute, "writes_mode": "steady"})
+    for row in report["windows"]:
+        for k in ("p50_ms", "p99_ms", "rss_mb", "duckdb_mb", "entity_index_mb"):
+            row[k] = round(row[k], 3) if row[k] is not None else None
+        for v in row["per_question"].values():
+            v["p50_ms"], v["p99_ms"] = round(v["p50_ms"], 3), round(v["p99_ms"], 3)
+    judge(report, say)
+    return report
+
+
+def judge(report, say):
+    """Prints a soak report's windows and its verdict, and sets `report["passed"]`: no error, no write lost, no
+    retracted label left, each question's p99 within 10x its own p50 in every window, and resident memory grown by
+    less than 10% from the end of the first window to the end of the last. Shared by both drivers."""
+    rows = report["windows"]
+    ok = (not report["errors"] and report["lost_users"] == 0 and report["lost_labels"] == 0
+          and report["retracted_labels_left"] == 0)
+    for row in rows:
+        # the tail of each question against its own median: the mix's p99 over its p50 is mostly the spread of
+        # the questions' costs (pull [*] and as_of cost 5 to 15 times q1), not a stall
+        worst = max((v["p99_ms"] / v["p50_ms"] for v in row["per_question"].values() if v["p50_ms"]), default=0.0)
+        row["worst_question_p99_over_p50"] = round(worst, 2)
+        p50, p99 = row["p50_ms"] or 0.0, row["p99_ms"] or 0.0
+        heap = (f"; malloc in use {row['malloc_in_use_mb']:7.1f} MB, free in its arenas {row['malloc_free_mb']:7.1f} MB"
+                if "malloc_in_use_mb" in row else "")
+        say(f"  {row['window'] + 1:>3}: {row['reads']:>7} reads p50 {p50:7.2f} ms p99 {p99:8.2f} ms "
+            f"({p99 / p50 if p50 else 0:5.1f}x; per question at most {worst:4.1f}x), {row['writes']:>5} writes, "
+            f"rss {row['rss_mb']:7.1f} MB (DuckDB {row['duckdb_mb']:7.1f} MB, entity index "
+            f"{row['entity_index_mb']:6.1f} MB{heap})")
+        if row["reads"] and worst > 10:
             ok = False
-    say("  per question, last window: " + ", ".join(
-        f"{sc} p50 {v['p50_ms']:.1f} p99 {v['p99_ms']:.1f} ms" for sc, v in report["windows"][-1]["per_question"].items()))
+    if rows:
+        say("  per question, last window: " + ", ".join(
+            f"{sc} p50 {v['p50_ms']:.1f} p99 {v['p99_ms']:.1f} ms" for sc, v in rows[-1]["per_question"].items()))
+    rss = [r["rss_mb"] for r in rows] or [0.0]
+    duck = [r["duckdb_mb"] for r in rows] or [0.0]
     growth = (rss[-1] - rss[0]) / rss[0] if rss[0] else 0.0
     report["rss_growth_after_first_window"] = round(growth, 4)
-    # what is not DuckDB's: mentat's caches and indexes, Python, the allocator's slack
+    # what is not DuckDB's: mentat's caches and indexes, the client, the allocator's slack
     rest = [r - d for r, d in zip(rss, duck)]
     report["rss_outside_duckdb_growth_after_first_window"] = round((rest[-1] - rest[0]) / rest[0], 4) if rest[0] else 0.0
     report["duckdb_mb_growth_after_first_window"] = round((duck[-1] - duck[0]) / duck[0], 4) if duck[0] else 0.0
     ok = ok and growth < 0.10
     report["passed"] = ok
-    say(f"soak: {'PASSED' if ok else 'FAILED'}: {sum(r['reads'] for r in report['windows'])} reads, "
-        f"{sum(writes)} writes ({len(new_users)} new users, {int(labelled.sum())} issues labelled, "
-        f"{n_retracted[0]} labels retracted), {len(errors)} errors, {lost_users + lost_labels} writes lost, "
-        f"{left_retracted} retracted labels left, rss growth {growth:.1%} after the first window (DuckDB's own "
+    errors = report["errors"]
+    say(f"soak ({report['driver']}): {'PASSED' if ok else 'FAILED'}: {sum(r['reads'] for r in rows)} reads, "
+        f"{sum(r['writes'] for r in rows)} writes ({report['new_users']} new users, {report['labelled_issues']} issues "
+        f"labelled, {report['retracted_labels']} labels retracted), {len(errors)} errors, "
+        f"{report['lost_users'] + report['lost_labels']} writes lost, {report['retracted_labels_left']} retracted labels "
+        f"left, rss growth {growth:.1%} after the first window (DuckDB's own "
         f"{report['duckdb_mb_growth_after_first_window']:.1%}, the rest {report['rss_outside_duckdb_growth_after_first_window']:.1%})"
         f"{'; ' + errors[0] if errors else ''}")
-    peer.close()
-    return report
+    return ok
 
 
 def main(argv=None):
@@ -301,6 +390,9 @@ def main(argv=None):
     ap.add_argument("--writer", default="mixed", choices=["mixed", "single", "none"],
                     help="mixed: the soak's writes; single: single-datom transactions only; none: readers alone "
                          "(diagnostics of the readers' tails)")
+    ap.add_argument("--driver", default="python", choices=["python", "native"],
+                    help="python: reader and writer threads in this process; native: the same from native threads "
+                         "(benchmarks/native, built by its build.sh), on a copy of the store")
     ap.add_argument("--out", default=None, help="write the report as JSON here")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="Python's GIL switch interval in ms during the run (default: Python's own, 5 ms)")
@@ -309,7 +401,7 @@ def main(argv=None):
         sys.setswitchinterval(o.switch_interval / 1000)
     seconds = o.seconds if o.seconds is not None else o.minutes * 60
     report = run(o.scale, seconds, o.workdir, writes_mode=o.writes, memory_limit=o.memory_limit, threads=o.threads,
-                 writer_kind=o.writer)
+                 writer_kind=o.writer, driver=o.driver)
     if o.out:
         pathlib.Path(o.out).write_text(json.dumps(report, indent=1))
     return 0 if report["passed"] else 1

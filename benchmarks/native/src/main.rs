@@ -34,6 +34,9 @@
 //!     [--clients 1,8,64] [--update-time 15] [--mixed-time 10] [--ceiling-time 4]
 //! ```
 //!
+//! `mentat-native-bench --soak PLAN.json` runs issue 17's soak from native threads (`soak.rs`; `benchmarks/py/soak.py
+//! --driver native` writes the plan and runs it).
+//!
 //! `mentat-native-bench --selftest EXT` only checks that the extension loads into the linked libduckdb and that
 //! `mentat_transact` and `mentat_q` work from this binary.
 //!
@@ -43,6 +46,7 @@
 mod bench;
 mod duck;
 mod lite;
+mod soak;
 mod stats;
 mod workload;
 
@@ -295,6 +299,16 @@ fn main() {
         if let Err(e) = selftest(&argv[2]) {
             eprintln!("selftest failed: {e}");
             std::process::exit(1);
+        }
+        return;
+    }
+    if argv.len() == 3 && argv[1] == "--soak" {
+        match soak::run(&argv[2]) {
+            Ok(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap()),
+            Err(e) => {
+                eprintln!("soak failed: {e}");
+                std::process::exit(1);
+            }
         }
         return;
     }
