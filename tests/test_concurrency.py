@@ -71,13 +71,14 @@ def test_one_statement_calls_mentat_twice(con):
 def test_the_heavy_lane_answers_as_without_it(tmp_path):
     """storage::lane with every statement heavy (`MENTAT_HEAVY_MS=0`, one at a time): joins of several mentat_q calls
     in one statement do not wait for themselves (each is one client's), concurrent callers queue and all answer, and
-    the answers equal those of a process without the lane (`MENTAT_HEAVY_LANE=0`). Each setting needs its own
-    process (mentat reads them when it loads)."""
+    the answers equal those of a process without the lane (`MENTAT_HEAVY_LANE=0`), the statements having run on the
+    lane's own thread at its lower priority (duckdb_ext/src/heavy.rs). Each setting needs its own process (mentat
+    reads them when it loads)."""
     import json
     import subprocess
     import sys
     script = r'''
-import json, sys, threading, time
+import json, os, sys, threading, time
 sys.path.insert(0, %r)
 from conftest import connect, transact
 con = connect(%r)
@@ -103,6 +104,15 @@ ts = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
 [t.start() for t in ts]
 [t.join(timeout=120) for t in ts]
 out["threads"].sort()
+# the lane's own threads (duckdb_ext/src/heavy.rs): their names, nice values and how often they were woken
+import glob
+out["heavy"] = []
+for task in glob.glob("/proc/self/task/*"):
+    if open(task + "/comm").read().strip().startswith("mentat-heavy"):
+        nice = int(open(task + "/stat").read().rsplit(")", 1)[1].split()[16])
+        woken = [int(l.split()[1]) for l in open(task + "/status") if l.startswith("voluntary_ctxt_switches")][0]
+        out["heavy"].append([open(task + "/comm").read().strip(), nice, woken])
+out["own_nice"] = os.getpriority(os.PRIO_PROCESS, 0)
 print(json.dumps(out))
 '''
     here = str(pathlib.Path(__file__).parent)
@@ -120,3 +130,11 @@ print(json.dumps(out))
     # a statement whose first heavy call still holds its slot admits its second at once: it never waits out the
     # lane's 2 s limit
     assert runs["lane"]["longest_ms"] < 1500, runs["lane"]
+    # with the lane on, the heavy statements ran on its one thread, at nice 19 (MENTAT_HEAVY_NICE's default; the
+    # process's own when that is higher), woken for their steps (a thread that only started sleeps once; the two
+    # timed rounds alone hand it 12 heavy calls of at least two steps each, one after the other); without the lane
+    # there is no such thread
+    [(name, nice, woken)] = runs["lane"]["heavy"]
+    assert name == "mentat-heavy-0" and nice == max(19, runs["lane"]["own_nice"]), runs["lane"]["heavy"]
+    assert woken >= 10, runs["lane"]["heavy"]
+    assert runs["off"]["heavy"] == []

@@ -19,6 +19,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod datoms;
 mod entity;
 mod functions;
+mod heavy;
 mod import;
 mod nesting;
 mod pool;
@@ -61,6 +62,8 @@ pub struct Instance {
     pub indexer: storage::txlog::Indexer,
     /// Admission of heavy statements (`storage::lane`): `MENTAT_HEAVY_LANE` / `MENTAT_HEAVY_MS` when mentat loads.
     pub lane: Arc<storage::lane::Lane>,
+    /// The threads the lane's heavy statements run on, at a lower priority (`heavy.rs`): started with the lane.
+    pub heavy: Option<Arc<heavy::Heavy>>,
 }
 
 impl Instance {
@@ -144,6 +147,10 @@ unsafe fn init(
     let pool = pool::Pool::open(con, pool::SIZE)?;
     let entity_path = entity::enabled_by_environment();
     let group_commit = !matches!(std::env::var("MENTAT_GROUP_COMMIT").as_deref(), Ok("0") | Ok("false") | Ok("off"));
+    let lane = Arc::new(storage::lane::Lane::from_env());
+    let heavy = (lane.capacity() > 0)
+        .then(|| heavy::Heavy::start(lane.capacity(), heavy::Heavy::nice_from_env()).map(Arc::new))
+        .flatten();
     let instance = Arc::new(Instance {
         pool,
         raw,
@@ -152,7 +159,8 @@ unsafe fn init(
         entity_path,
         group_commit,
         query_shapes: Default::default(),
-        lane: Arc::new(storage::lane::Lane::from_env()),
+        lane,
+        heavy,
         pull_shapes: Default::default(),
         indexer,
     });

@@ -164,6 +164,8 @@ pub(crate) struct Bound {
     /// its SQL text, or of its query's shape for `mentat_q`).
     lane: Option<Arc<storage::lane::Lane>>,
     key: u64,
+    /// Where an admitted heavy statement runs (`heavy.rs`; None when the lane is off).
+    heavy: Option<Arc<crate::heavy::Heavy>>,
 }
 
 impl Bound {
@@ -183,6 +185,7 @@ impl Bound {
             answer: Some(answer),
             lane: None,
             key: 0,
+            heavy: None,
         }
     }
 }
@@ -513,6 +516,7 @@ pub(crate) unsafe fn bind_statement(
         answer: None,
         lane: (instance.lane.capacity() > 0).then(|| instance.lane.clone()),
         key,
+        heavy: instance.heavy.clone(),
     };
     if !params.is_empty() {
         ffi::duckdb_clear_bindings(prepared);
@@ -634,10 +638,17 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
         },
         None => None,
     };
-    let started = bound.lane.as_ref().map(|_| thread_cpu());
     let _watch = bound.watch();
     let mut result: Box<ffi::duckdb_result> = Box::new(std::mem::zeroed());
-    if ffi::duckdb_execute_prepared_streaming(bound.prepared, &mut *result) != ffi::DuckDBSuccess {
+    // an admitted heavy statement executes on the lane's threads, at their lower priority
+    let heavy = bound.heavy.as_ref().filter(|_| slot.is_some());
+    let measured = bound.lane.is_some();
+    let (ok, busy) =
+        step(heavy, measured, Ptr(bound.prepared), Ptr(&mut *result as *mut ffi::duckdb_result), |p, r| {
+            // SAFETY: the prepared statement and the result outlive the step, which its caller waits for.
+            unsafe { ffi::duckdb_execute_prepared_streaming(p.0, r.0) == ffi::DuckDBSuccess }
+        });
+    if !ok {
         let msg = CStr::from_ptr(ffi::duckdb_result_error(&mut *result)).to_string_lossy().into_owned();
         ffi::duckdb_destroy_result(&mut *result);
         let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
@@ -646,9 +657,7 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
     }
     let mut state = Streaming::new(Some(result));
     state.slot = slot;
-    if let Some(started) = started {
-        state.busy = thread_cpu().saturating_sub(started);
-    }
+    state.busy = busy;
     ffi::duckdb_init_set_init_data(info, Box::into_raw(Box::new(state)) as *mut c_void, Some(drop_box::<Streaming>));
 }
 
@@ -670,11 +679,19 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
         return;
     };
     let watch = bound.watch();
-    let started = bound.lane.as_ref().map(|_| thread_cpu());
-    let mut chunk = ffi::duckdb_fetch_chunk(**result);
-    if let Some(started) = started {
-        state.busy += thread_cpu().saturating_sub(started);
-    }
+    let heavy = bound.heavy.as_ref().filter(|_| state.slot.is_some());
+    let (chunk, busy) = step(
+        heavy,
+        bound.lane.is_some(),
+        Ptr(&mut **result as *mut ffi::duckdb_result),
+        Ptr(std::ptr::null_mut::<u8>()),
+        |r, _| {
+            // SAFETY: the result outlives the step, which its caller waits for.
+            Ptr(unsafe { ffi::duckdb_fetch_chunk(*r.0) })
+        },
+    );
+    let mut chunk = chunk.0;
+    state.busy += busy;
     drop(watch);
     if chunk.is_null() {
         // the statement is done: its time is remembered (an error's too), and its slot freed
@@ -698,6 +715,34 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
     }
     ffi::duckdb_data_chunk_set_size(output, size);
     ffi::duckdb_destroy_data_chunk(&mut chunk);
+}
+
+/// A raw pointer handed to the lane's threads for one step that its owner waits for.
+struct Ptr<T>(*mut T);
+
+// SAFETY: a `Ptr` crosses to a lane thread only inside `step`, whose caller waits for the step to end before it
+// touches the pointee again; DuckDB's connections and results may be used from any thread, one at a time.
+unsafe impl<T> Send for Ptr<T> {}
+
+/// Runs one step of a statement (`f` over `a` and `b`): on the heavy lane's threads when `heavy` is given, else
+/// here. Returns its value and, when `measured`, the CPU time of the thread that ran it (the statement's cost in
+/// the lane's history). A panic on a lane thread panics here too (the entry points turn it into DuckDB's error).
+fn step<A: 'static, B: 'static, T: Send + 'static>(
+    heavy: Option<&Arc<crate::heavy::Heavy>>,
+    measured: bool,
+    a: Ptr<A>,
+    b: Ptr<B>,
+    f: fn(Ptr<A>, Ptr<B>) -> T,
+) -> (T, std::time::Duration) {
+    let timed = move |a, b| {
+        let started = measured.then(thread_cpu);
+        let v = f(a, b);
+        (v, started.map_or(std::time::Duration::ZERO, |s| thread_cpu().saturating_sub(s)))
+    };
+    match heavy {
+        Some(heavy) => heavy.run(move || timed(a, b)).expect("a step of a heavy statement panicked"),
+        None => timed(a, b),
+    }
 }
 
 /// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`): a statement's cost that does not grow while it
