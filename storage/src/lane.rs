@@ -20,6 +20,10 @@
 //! then fails as interrupted) and after [`MAX_WAIT`] at the latest (the statement then runs anyway), so a result
 //! left half-read by a client, which keeps its slot, can delay the others by that much and never deadlock them.
 //!
+//! The extension runs the statements the lane admits on threads of its own at a lower operating-system priority
+//! (`duckdb_ext/src/heavy.rs`, `MENTAT_HEAVY_NICE`): queueing alone left the short reads waiting behind the one
+//! admitted statement and the writer in equal turns for the cores.
+//!
 //! **Off unless asked for** (`MENTAT_HEAVY_LANE=1`): a statement waits inside its caller's DuckDB statement, whose
 //! transaction stays open meanwhile. In the 10-minute soak the queue was never empty, and DuckDB's in-memory table
 //! data grew from 29 to 322 MB (resident memory +64%) where the same soak without the lane kept it between 11 and 29

@@ -287,6 +287,34 @@ fn rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// glibc's `mallinfo2`: what the process's `malloc` has handed out and what it keeps free in its arenas (libduckdb
+/// allocates through it; mentat's own memory is mimalloc's and not in these figures).
+#[repr(C)]
+#[derive(Default)]
+struct MallInfo2 {
+    arena: usize,
+    ordblks: usize,
+    smblks: usize,
+    hblks: usize,
+    hblkhd: usize,
+    usmblks: usize,
+    fsmblks: usize,
+    uordblks: usize,
+    fordblks: usize,
+    keepcost: usize,
+}
+
+extern "C" {
+    fn mallinfo2() -> MallInfo2;
+}
+
+/// (in use, free in the arenas) of glibc's `malloc`, in MB.
+fn malloc_mb() -> (f64, f64) {
+    // SAFETY: mallinfo2 takes nothing and returns a struct of counters by value.
+    let m = unsafe { mallinfo2() };
+    ((m.uordblks + m.hblkhd) as f64 / 1048576.0, m.fordblks as f64 / 1048576.0)
+}
+
 /// Runs the soak of the plan at `path`; returns its report (per window: reads, writes and each question's p50 and
 /// p99 in milliseconds, resident memory, DuckDB's own memory and the entity index's, in MB), or the error that
 /// stopped it before it began.
@@ -416,7 +444,17 @@ pub fn run(path: &str) -> Res<Value> {
             let index: f64 = probe
                 .query_row("SELECT coalesce(sum(bytes), 0)::DOUBLE FROM mentat_entity_index()", [], |r| r.get(0))
                 .unwrap_or(f64::NAN);
-            memory.push((rss_mb(), duck / 1048576.0, index / 1048576.0));
+            let heap = malloc_mb();
+            memory.push((rss_mb(), duck / 1048576.0, index / 1048576.0, heap));
+            eprintln!(
+                "  window {}: {} writes, rss {:.1} MB, DuckDB {:.1} MB, malloc in use {:.1} MB, free in its arenas {:.1} MB",
+                w + 1,
+                writes[w].load(Ordering::Relaxed),
+                memory[w].0,
+                memory[w].1,
+                heap.0,
+                heap.1
+            );
         }
         stop.store(true, Ordering::SeqCst);
         let lat = readers.into_iter().map(|h| h.join().expect("a reader panicked")).collect::<Vec<_>>();
@@ -459,10 +497,12 @@ pub fn run(path: &str) -> Res<Value> {
                 }
             }
             let all: Vec<f64> = per.iter().flatten().copied().collect();
-            let (rss, duck, index) = memory.get(i).copied().unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+            let (rss, duck, index, heap) =
+                memory.get(i).copied().unwrap_or((f64::NAN, f64::NAN, f64::NAN, (f64::NAN, f64::NAN)));
             json!({"window": i, "reads": all.len(), "p50_ms": pct(&all, 50.0), "p99_ms": pct(&all, 99.0),
                    "writes": writes[i].load(Ordering::Relaxed), "rss_mb": rss, "duckdb_mb": duck,
-                   "entity_index_mb": index, "per_question": qs})
+                   "entity_index_mb": index, "malloc_in_use_mb": heap.0, "malloc_free_mb": heap.1,
+                   "per_question": qs})
         })
         .collect();
     Ok(json!({
