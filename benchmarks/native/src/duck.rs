@@ -15,6 +15,23 @@ use crate::{Driver, Res, Session};
 const TRANSACT: &str = "SELECT tx FROM mentat_transact(?)";
 const Q: &str = "FROM mentat_q(?, inputs := ?)";
 
+/// The first `cols` columns of every row, each as text (entity ids and other BIGINTs as decimal).
+pub fn text_rows(rows: &mut duckdb::Rows<'_>, cols: usize) -> Res<Vec<Vec<String>>> {
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut row = Vec::with_capacity(cols);
+        for i in 0..cols {
+            row.push(match r.get_ref(i)? {
+                duckdb::types::ValueRef::BigInt(x) => x.to_string(),
+                duckdb::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                other => format!("{other:?}"),
+            });
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
 pub struct Mentat {
     root: Connection,
     /// issue index -> entity id in this store
@@ -97,19 +114,7 @@ impl MentatSession {
     fn q(&mut self, query: &str, inputs: &str, cols: usize) -> Res<Vec<Vec<String>>> {
         let mut st = self.c.prepare_cached(Q)?;
         let mut rows = st.query(params![query, inputs])?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            let mut row = Vec::with_capacity(cols);
-            for i in 0..cols {
-                row.push(match r.get_ref(i)? {
-                    duckdb::types::ValueRef::BigInt(x) => x.to_string(),
-                    duckdb::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                    other => format!("{other:?}"),
-                });
-            }
-            out.push(row);
-        }
-        Ok(out)
+        text_rows(&mut rows, cols)
     }
 
     /// `[e1 e2 ...]` of the issues' entity ids, as one collection input.

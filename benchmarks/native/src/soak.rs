@@ -159,19 +159,7 @@ fn q(c: &Connection, query: &str, inputs: &str, as_of: Option<i64>, cols: usize)
             st.query(params![query, inputs, tx])?
         }
     };
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let mut row = Vec::with_capacity(cols);
-        for i in 0..cols {
-            row.push(match r.get_ref(i)? {
-                duckdb::types::ValueRef::BigInt(x) => x.to_string(),
-                duckdb::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                other => format!("{other:?}"),
-            });
-        }
-        out.push(row);
-    }
-    Ok(out)
+    crate::duck::text_rows(&mut rows, cols)
 }
 
 fn wrong(msg: String) -> Box<dyn std::error::Error + Send + Sync> {
@@ -237,6 +225,13 @@ fn ask(c: &Connection, p: &Plan, sc: &str, k: usize) -> Res<()> {
         _ => unreachable!(),
     }
     Ok(())
+}
+
+/// One transaction that adds (`op` `:db/add`) or retracts (`:db/retract`) each (entity, label name) pair.
+fn labels_edn(op: &str, pairs: &[(i64, String)]) -> String {
+    let forms: Vec<String> =
+        pairs.iter().map(|(e, l)| format!("[{op} {e} :issue/label [:label/name \"{l}\"]]")).collect();
+    format!("[{}]", forms.join(" "))
 }
 
 /// What the writer acknowledged, for the checks after the run.
@@ -399,25 +394,13 @@ pub fn run(path: &str) -> Res<Value> {
                         es.sort_unstable();
                         es.dedup();
                         last = es.into_iter().map(|e| (e, p.labels[rng.below(p.labels.len())].clone())).collect();
-                        let edn: Vec<String> = last
-                            .iter()
-                            .map(|(e, l)| format!("[:db/add {e} :issue/label [:label/name \"{l}\"]]"))
-                            .collect();
-                        tx(&format!("[{}]", edn.join(" ")))?;
+                        tx(&labels_edn(":db/add", &last))?;
                         let mut w = written.lock().unwrap();
-                        for (e, l) in &last {
-                            w.add(*e, l);
-                        }
+                        last.iter().for_each(|(e, l)| w.add(*e, l));
                     } else {
-                        let edn: Vec<String> = last
-                            .iter()
-                            .map(|(e, l)| format!("[:db/retract {e} :issue/label [:label/name \"{l}\"]]"))
-                            .collect();
-                        tx(&format!("[{}]", edn.join(" ")))?;
+                        tx(&labels_edn(":db/retract", &last))?;
                         let mut w = written.lock().unwrap();
-                        for (e, l) in &last {
-                            w.retract(*e, l);
-                        }
+                        last.iter().for_each(|(e, l)| w.retract(*e, l));
                     }
                     writes[window(Instant::now())].fetch_add(1, Ordering::Relaxed);
                     k += 1;
