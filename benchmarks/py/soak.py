@@ -92,8 +92,8 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     soak's writes), "single" (its single-datom transactions only) or "none" (readers alone): diagnostics of the
     readers' tails. `driver` "native" runs the readers and the writer from native threads instead (`run_native`)."""
     assert writes_mode in ("steady", "growing"), writes_mode
-    assert driver == "python" or (writes_mode == "steady" and writer_kind == "mixed" and not memory_limit
-                                   and not threads), "the native driver runs the default soak only"
+    assert driver == "python" or (writes_mode == "steady" and writer_kind == "mixed" and not memory_limit), \
+        "the native driver runs the default soak (with --threads or not) only"
     if driver == "native" and not native.BIN.exists():
         raise SystemExit(f"soak: {native.BIN} is not built (bash benchmarks/native/build.sh)")
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
@@ -111,7 +111,7 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
     minute = 60 if seconds >= 120 else max(seconds / 4, 1)
     if driver == "native":
-        return run_native(peer, ds, workdir, seconds, minute, readers, say)
+        return run_native(peer, ds, workdir, seconds, minute, readers, say, threads)
     protected = sorted(ds.protected_idxs())
     writable = ds.writable_idxs()
     labels = [r[1] for r in ds.labels]
@@ -273,14 +273,14 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     return report
 
 
-def run_native(peer, ds, workdir, seconds, minute, readers, say):
+def run_native(peer, ds, workdir, seconds, minute, readers, say, threads=None):
     """The soak's readers and writer from native threads: the scale suite's native driver (`benchmarks/native`,
     `--soak`, built by `bash benchmarks/native/build.sh`) on a copy of the store `peer` built, in the storage
     format its libduckdb reads. Python's readers share one interpreter lock, which DuckDB's Python client takes
     again after every statement, chunk and check for a signal; perf put about half of the Python readers' time
     waiting for it (storage/README.md "The soak's tails come from the client"). Here the plan holds every answer's
     truth from the same generator, the binary asks and checks, and `judge` applies the same rules to its report
-    (windows of `minute` seconds)."""
+    (windows of `minute` seconds; `threads`, when given, is DuckDB's threads setting in the native process)."""
     probes = []
     for p in ds.truth["probe_users"]:
         issues = ds.assigned(p["email"])
@@ -296,7 +296,7 @@ def run_native(peer, ds, workdir, seconds, minute, readers, say):
     plan = {"db": str(store), "ext": str(M.common.EXT), "seconds": seconds, "window_s": minute, "readers": readers,
             "queries": {"q1": W.Q1, "q2": W.Q2, "q4": W.Q4, "labels": QLABELS},
             "users": [[e, n] for _, e, n in ds.users], "probes": probes, "as_of_tx": int(peer.last_initial_tx),
-            "q4_min": 4, "q4_count": q4, "pull": pull,
+            "q4_min": 4, "q4_count": q4, "pull": pull, "threads": threads,
             "writable": [int(peer.idx_e[i]) for i in ds.writable_idxs()], "labels": [r[1] for r in ds.labels]}
     # the copy is made through the peer's own connection: mentat's connections keep the database open in this
     # process for as long as it lives, so the file cannot be attached a second time here; the log is applied
@@ -320,7 +320,7 @@ def run_native(peer, ds, workdir, seconds, minute, readers, say):
         raise SystemExit(f"soak: the native driver exited with code {r.returncode}")
     report = json.loads(r.stdout)
     report.update({"driver": "native", "scale": ds.truth["scale"], "seconds": seconds, "readers": readers,
-                   "window_s": minute, "writes_mode": "steady"})
+                   "window_s": minute, "writes_mode": "steady", "threads": threads})
     for row in report["windows"]:
         for k in ("p50_ms", "p99_ms", "rss_mb", "duckdb_mb", "entity_index_mb"):
             row[k] = round(row[k], 3) if row[k] is not None else None

@@ -14,7 +14,8 @@
 //! q4, labels: the suite's query texts), `users` ([email, name] of every user: q1's keys), `probes` ([{email,
 //! final: [[title, state]], initial: [[title, state]]}]: q2's and as_of's keys, the probe users), `as_of_tx`,
 //! `q4_min`, `q4_count`, `pull` ([{e, title, state, priority, labels}]: the protected issues), `writable` (entity
-//! ids of the issues the writer may label) and `labels` (label names).
+//! ids of the issues the writer may label), `labels` (label names) and `threads` (DuckDB's threads setting for the
+//! run, or null for DuckDB's own).
 //!
 //! Readers cycle q1, q2, q4, pull `[*]` and as_of (reader i starts at question i), keys drawn uniformly (seeded by
 //! the reader's number), every answer checked in the loop (a few microseconds here, where in Python the check held the
@@ -86,6 +87,7 @@ struct Plan {
     pull: Vec<PullTruth>,
     writable: Vec<i64>,
     labels: Vec<String>,
+    threads: Option<u64>,
 }
 
 impl Plan {
@@ -131,6 +133,7 @@ impl Plan {
             q4_count: v["q4_count"].as_u64().ok_or("plan: no q4_count")? as usize,
             pull,
             writable: v["writable"].as_array().ok_or("plan: no writable")?.iter().filter_map(|x| x.as_i64()).collect(),
+            threads: v["threads"].as_u64(),
             labels: v["labels"]
                 .as_array()
                 .ok_or("plan: no labels")?
@@ -319,6 +322,9 @@ pub fn run(path: &str) -> Res<Value> {
     let root = Connection::open_with_flags(&p.db, cfg)?;
     let version: String = root.query_row("SELECT version()", [], |r| r.get(0))?;
     root.execute_batch(&format!("LOAD '{}'", p.ext.replace('\'', "''")))?;
+    if let Some(n) = p.threads {
+        root.execute_batch(&format!("SET threads = {n}"))?;
+    }
     // every question once (the entity index reads the attributes they need), then until nothing is being read
     for (k, sc) in READS.iter().enumerate() {
         ask(&root, &p, sc, k)?;
