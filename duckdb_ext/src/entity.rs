@@ -144,23 +144,18 @@ fn open_store(instance: &Instance, name: &StoreName) -> Result<Arc<Store>, Strin
     }
 }
 
-/// The pulls of `entities` (entids; None: a lookup ref that matched nothing) with a flat pattern, from the
-/// store's entity index, or None when the general path must pull (see `planner::pull::flat_fields`).
-/// `types` are the general path's column types `(e BIGINT, pull STRUCT(...))`, which the answer keeps. With
-/// `wildcard`, also the attributes the entities hold (what types the pattern's `*`, see `storage::eindex::held`).
+/// The pulls of `entities` (entids; None: a lookup ref that matched nothing) with `pattern`, from the store's
+/// entity index, or None when the general path must pull (see `planner::pull::entity_path_pattern`). The answer is written
+/// into the general path's column types `(e BIGINT, pull STRUCT(...))`. With `wildcard` (a `*` at any level),
+/// also the attributes the entities of the `*` levels hold (what types the `*`s, see `storage::eindex::pull`).
 pub fn pull_answer(
     instance: &Arc<Instance>,
     name: &StoreName,
-    specs: &[planner::pull::Spec],
+    pattern: &planner::pull::Pattern,
     entities: &[Option<i64>],
     wildcard: bool,
 ) -> Result<Option<PullAnswer>, String> {
     if !instance.entity_path || name.catalog.is_some() {
-        return Ok(None);
-    }
-    // `*` on the entity path leaves out the bootstrap tuple attributes, which only attributes (entities of
-    // `:db.part/db`) hold: the general path pulls those entities (`planner::pull::flat_fields`).
-    if wildcard && entities.iter().flatten().any(|e| *e < planner::layout::PART_USER_START) {
         return Ok(None);
     }
     let store = open_store(instance, name)?;
@@ -173,17 +168,13 @@ pub fn pull_answer(
         for e in entities {
             match e {
                 None => rows.push((None, None)),
-                Some(e) => match eindex::pull(&snap, specs, &schema, *e) {
-                    Ok(p) => {
-                        if wildcard {
-                            eindex::held(&snap, specs, *e, &mut held);
-                        }
-                        rows.push((Some(*e), p))
-                    }
-                    Err(m) => {
+                Some(e) => match eindex::pull(&snap, pattern, &schema, *e, wildcard.then_some(&mut held)) {
+                    Ok(p) => rows.push((Some(*e), p)),
+                    Err(eindex::PullMiss::Read(m)) => {
                         missing = Some(m);
                         break;
                     }
+                    Err(eindex::PullMiss::General) => return Ok(None),
                 },
             }
         }
@@ -207,23 +198,43 @@ pub fn pull_answer(
 pub struct PullAnswer {
     rows: Vec<(Option<i64>, Option<Vec<Pulled>>)>,
     next: AtomicUsize,
-    /// With `wildcard`: the attributes the entities hold, which type the pattern's `*`.
+    /// With `wildcard`: the attributes the entities of the `*` levels hold, which type the pattern's `*`s.
     pub held: Option<Vec<i64>>,
 }
 
 impl PullAnswer {
-    /// Keeps, in order, the fields of `to` (specs of the same pattern with `*` narrowed) out of rows pulled with
-    /// `from`; a field is the one of the same target and name.
-    pub fn project(&mut self, from: &[planner::pull::Spec], to: &[planner::pull::Spec]) {
-        let pick: Vec<Option<usize>> =
-            to.iter().map(|t| from.iter().position(|f| f.target == t.target && f.name == t.name)).collect();
+    /// Keeps, in order, the fields of `to` (the same pattern with its `*`s narrowed) out of rows pulled with
+    /// `from`, at every level.
+    pub fn project(&mut self, from: &planner::pull::Pattern, to: &planner::pull::Pattern) {
         for (_, pull) in self.rows.iter_mut() {
             if let Some(fields) = pull.take() {
-                let mut fields: Vec<Option<Pulled>> = fields.into_iter().map(Some).collect();
-                *pull = Some(pick.iter().map(|i| i.and_then(|i| fields[i].take()).unwrap_or(Pulled::Null)).collect());
+                *pull = Some(project_fields(fields, &from.specs, &to.specs));
             }
         }
     }
+}
+
+/// The fields of `to` out of `fields` pulled with `from` (a field is the one of the same target and name), nested
+/// patterns projected the same way.
+fn project_fields(fields: Vec<Pulled>, from: &[planner::pull::Spec], to: &[planner::pull::Spec]) -> Vec<Pulled> {
+    use planner::pull::Sub;
+    let mut fields: Vec<Option<Pulled>> = fields.into_iter().map(Some).collect();
+    to.iter()
+        .map(|t| {
+            let Some(i) = from.iter().position(|f| f.target == t.target && f.name == t.name) else {
+                return Pulled::Null;
+            };
+            let field = fields[i].take().unwrap_or(Pulled::Null);
+            let (Sub::Pattern(pf), Sub::Pattern(pt)) = (&from[i].sub, &t.sub) else { return field };
+            match field {
+                Pulled::Struct(f) => Pulled::Struct(project_fields(f, &pf.specs, &pt.specs)),
+                Pulled::Structs(items) => {
+                    Pulled::Structs(items.into_iter().map(|f| project_fields(f, &pf.specs, &pt.specs)).collect())
+                }
+                other => other,
+            }
+        })
+        .collect()
 }
 
 impl Write for PullAnswer {
@@ -244,15 +255,7 @@ impl Write for PullAnswer {
                         write_field(ffi::duckdb_struct_vector_get_child(pv, c as u64), i, f);
                     }
                 }
-                None => {
-                    set_null(pv, i);
-                    let mut ty = ffi::duckdb_vector_get_column_type(pv);
-                    let children = ffi::duckdb_struct_type_child_count(ty);
-                    ffi::duckdb_destroy_logical_type(&mut ty);
-                    for c in 0..children {
-                        set_null(ffi::duckdb_struct_vector_get_child(pv, c), i);
-                    }
-                }
+                None => set_null_deep(pv, i),
             }
         }
         self.next.store(start + n, Ordering::SeqCst);
@@ -294,19 +297,63 @@ unsafe fn write_key(v: ffi::duckdb_vector, row: usize, k: &Key) {
 
 unsafe fn write_field(v: ffi::duckdb_vector, row: usize, f: &Pulled) {
     match f {
-        Pulled::Null => set_null(v, row),
+        Pulled::Null => set_null_deep(v, row),
         Pulled::One(k) => write_key(v, row, k),
         Pulled::Many(keys) => {
-            let offset = ffi::duckdb_list_vector_get_size(v);
-            ffi::duckdb_list_vector_reserve(v, offset + keys.len() as u64);
-            let child = ffi::duckdb_list_vector_get_child(v);
+            let child = list_reserve(v, row, keys.len());
+            let offset = ffi::duckdb_list_vector_get_size(v) as usize - keys.len();
             for (j, k) in keys.iter().enumerate() {
-                write_key(child, offset as usize + j, k);
+                write_key(child, offset + j, k);
             }
-            ffi::duckdb_list_vector_set_size(v, offset + keys.len() as u64);
-            let entries = ffi::duckdb_vector_get_data(v) as *mut ffi::duckdb_list_entry;
-            *entries.add(row) = ffi::duckdb_list_entry { offset, length: keys.len() as u64 };
         }
+        Pulled::Struct(fields) => write_struct(v, row, fields),
+        Pulled::Structs(items) => {
+            let child = list_reserve(v, row, items.len());
+            let offset = ffi::duckdb_list_vector_get_size(v) as usize - items.len();
+            for (j, fields) in items.iter().enumerate() {
+                write_struct(child, offset + j, fields);
+            }
+        }
+    }
+}
+
+/// Makes row `row` of the LIST vector `v` a list of `n` new elements at the end of its child vector; returns the
+/// child vector (its size already counts them).
+unsafe fn list_reserve(v: ffi::duckdb_vector, row: usize, n: usize) -> ffi::duckdb_vector {
+    let offset = ffi::duckdb_list_vector_get_size(v);
+    ffi::duckdb_list_vector_reserve(v, offset + n as u64);
+    ffi::duckdb_list_vector_set_size(v, offset + n as u64);
+    let entries = ffi::duckdb_vector_get_data(v) as *mut ffi::duckdb_list_entry;
+    *entries.add(row) = ffi::duckdb_list_entry { offset, length: n as u64 };
+    ffi::duckdb_list_vector_get_child(v)
+}
+
+/// Writes a nested pull's fields at `row` of the STRUCT vector `v`.
+unsafe fn write_struct(v: ffi::duckdb_vector, row: usize, fields: &[Pulled]) {
+    for (c, f) in fields.iter().enumerate() {
+        write_field(ffi::duckdb_struct_vector_get_child(v, c as u64), row, f);
+    }
+}
+
+/// NULL at `row` of `v` and, for a STRUCT, of every field below it (DuckDB reads a NULL STRUCT's fields); an
+/// empty entry for a LIST.
+unsafe fn set_null_deep(v: ffi::duckdb_vector, row: usize) {
+    set_null(v, row);
+    match type_of(v) {
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_STRUCT => {
+            let mut ty = ffi::duckdb_vector_get_column_type(v);
+            let children = ffi::duckdb_struct_type_child_count(ty);
+            ffi::duckdb_destroy_logical_type(&mut ty);
+            for c in 0..children {
+                set_null_deep(ffi::duckdb_struct_vector_get_child(v, c), row);
+            }
+        }
+        ffi::DUCKDB_TYPE_DUCKDB_TYPE_LIST => {
+            let offset = ffi::duckdb_list_vector_get_size(v);
+            let entries = ffi::duckdb_vector_get_data(v) as *mut ffi::duckdb_list_entry;
+            *entries.add(row) = ffi::duckdb_list_entry { offset, length: 0 };
+        }
+        _ => {}
     }
 }
 

@@ -17,8 +17,12 @@
 //! gives a `:default`, which gives the defaults.
 //!
 //! `as_of` and `since` take a tx entid or a TIMESTAMPTZ, as in `mentat_q`; `history := true` is an error (pull
-//! reads a database value, as in Datomic). The pull of one entity is one SQL statement, prepared once per
-//! pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s answers.
+//! reads a database value, as in Datomic). Entities given as entids or idents, without time travel, are pulled
+//! from the store's entity index (`storage::eindex::pull`) when every level of the pattern is one it holds
+//! (`planner::pull::entity_path_pattern`: attributes, refs, nested patterns, reverse refs, `*` without components), with
+//! the answer typed as the general path types it; otherwise the pull of one entity is one SQL statement, prepared
+//! once per pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s
+//! answers.
 
 use crate::query::{
     bind_answer, bind_statement, finish_bind, is_integer, read_options, read_schema_at, register_streaming, value_text,
@@ -78,7 +82,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
-    // The entity path: a flat pattern of entids (or idents), pulled from the store's entity index.
+    // The entity path: a pattern the index can answer (nested levels included), of entids (or idents).
     if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql).filter(|_| !opts.empty) {
         let key = PullKey { pattern: &pattern, many: extra.many, held: None };
         let shape = pull_shape(instance, &caller, &store, &schema, &key, &opts, &compile_held)?;
@@ -164,9 +168,9 @@ pub struct PullKey<'a> {
     held: Option<&'a [i64]>,
 }
 
-/// The entity path's shape of a pattern (its flat fields and the result types of the general path's statement),
-/// kept per store and schema in [`Instance::pull_shapes`]; None when the entity path does not pull it (a nested
-/// pattern, a time-travel option, the path turned off or an attached store).
+/// The entity path's shape of a pattern (its expanded pattern and the result types of the general path's
+/// statement), kept per store and schema in [`Instance::pull_shapes`]; None when the entity path does not pull it
+/// (recursion, components, a time-travel option, the path turned off or an attached store).
 unsafe fn pull_shape(
     instance: &Instance,
     caller: &crate::session::Caller,
@@ -185,7 +189,7 @@ unsafe fn pull_shape(
         return Ok(shape.specs.is_some().then_some(shape));
     }
     let compiled = compile(key.held)?;
-    let specs = planner::pull::flat_fields(key.pattern, schema, store, opts, key.held);
+    let specs = planner::pull::entity_path_pattern(key.pattern, schema, store, opts, key.held);
     let types = match specs {
         Some(_) => {
             let sql = if key.many { compiled.many_sql() } else { compiled.one_sql() };
@@ -199,9 +203,10 @@ unsafe fn pull_shape(
     Ok(shape.specs.is_some().then_some(shape))
 }
 
-/// What the entity path keeps of a pull pattern: its flat fields (None: not flat) and the result types.
+/// What the entity path keeps of a pull pattern: the pattern with its `*`s expanded (None: the general path
+/// pulls it) and the result types.
 pub struct PullShape {
-    specs: Option<Vec<planner::pull::Spec>>,
+    specs: Option<planner::pull::Pattern>,
     types: Vec<crate::query::OwnedType>,
     /// The pattern has `*`, typed from the attributes the pulled entities hold.
     wildcard: bool,

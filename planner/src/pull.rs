@@ -397,30 +397,39 @@ fn ctes_for(ctes: &[String], roots: &[String]) -> Vec<String> {
     ctes.iter().zip(keep).filter(|(_, k)| *k).map(|(c, _)| c.clone()).collect()
 }
 
-/// The fields of a flat pattern, `*` expanded as [`compile_pull`] expands it, for the entity path
-/// (`storage::eindex`): every field is `:db/id` or a forward attribute without sub-pattern (a ref as its
-/// `{"db/id"}`), of a value type the index holds (not uuid or bytes), with a `:default` of the attribute's own
-/// type. None for any other pattern (nested, reverse, recursive, components under `*`) or any time-travel
-/// option: the general path pulls those. `held` restricts `*` as in [`compile_pull_held`].
-pub fn flat_fields(
+/// The pattern the entity path (`storage::eindex`) pulls, every `*` expanded as [`compile_pull`] expands it (a
+/// level's `wildcard` stays set, its specs are the expansion): every field is `:db/id`, a forward attribute of a
+/// value type the index holds (not uuid or bytes) with a `:default` of the attribute's own type or none, a ref
+/// attribute with a nested pattern, or a reverse ref attribute (not of a component: a component's owner is one
+/// value) without a `:default`, with or without a nested pattern; nested patterns follow the same rules. None for
+/// any other pattern (recursion, components under `*`) or any time-travel option: the general path pulls those.
+/// `held` restricts every `*` as in [`compile_pull_held`] (one set for all the levels, as the general path's probe
+/// gives it).
+pub fn entity_path_pattern(
     pattern_edn: &str,
     schema: &Schema,
     store: &StoreName,
     opts: &QueryOptions,
     held: Option<&[Entid]>,
-) -> Option<Vec<Spec>> {
+) -> Option<Pattern> {
     if opts.as_of.is_some() || opts.since.is_some() || opts.history {
         return None;
     }
     let mut next_id = 0;
     let pattern = parse_pattern(&parse_edn(pattern_edn, "pull pattern").ok()?, schema, &mut next_id).ok()?;
     let c = Compiler::new(Ctx::new(schema, store, opts), false, held);
-    let mut specs = c.expand(&pattern);
+    let pattern = expand_all(&c, &pattern, schema);
+    entity_path_specs(&pattern.specs, schema).then_some(pattern)
+}
+
+/// `pat` with the `*` of every level expanded by `c` (see [`entity_path_pattern`]).
+fn expand_all(c: &Compiler, pat: &Pattern, schema: &Schema) -> Pattern {
+    let mut specs = c.expand(pat);
     // `*` leaves out the bootstrap tuple attributes (`:db/tupleTypes`, `:db/tupleAttrs`), which the index does not
     // hold: the transactor lets only tuple attributes, entities of `:db.part/db`, hold them, and the entity path
-    // pulls no such entity with `*` (see `mentat::entity::pull_answer`).
-    if pattern.wildcard {
-        let named = |a: Entid| pattern.specs.iter().any(|s| s.target == Target::Forward(a));
+    // pulls no such entity with `*` (see `storage::eindex::pull`).
+    if pat.wildcard {
+        let named = |a: Entid| pat.specs.iter().any(|s| s.target == Target::Forward(a));
         specs.retain(|s| match s.target {
             Target::Forward(a) => {
                 a >= crate::layout::PART_DB_USER_START
@@ -430,24 +439,42 @@ pub fn flat_fields(
             _ => true,
         });
     }
-    for s in &specs {
-        match (s.target, &s.sub) {
-            (Target::DbId, _) => {}
-            (Target::Forward(a), Sub::None) => {
-                let attr = schema.attribute(a)?;
-                if !crate::entity::entity_path_type(attr.value_type) {
-                    return None;
-                }
-                if let Some(d) = &s.default {
-                    if attr.many || crate::entity::default_key(d, attr.value_type, schema).is_none() {
-                        return None;
-                    }
-                }
-            }
-            _ => return None,
+    for s in &mut specs {
+        if let Sub::Pattern(p) = &s.sub {
+            s.sub = Sub::Pattern(expand_all(c, p, schema));
         }
     }
-    Some(specs)
+    Pattern { wildcard: pat.wildcard, specs }
+}
+
+/// Whether the entity path pulls every spec of `specs` (see [`entity_path_pattern`]).
+fn entity_path_specs(specs: &[Spec], schema: &Schema) -> bool {
+    let nested = |sub: &Sub| match sub {
+        Sub::None => true,
+        Sub::Pattern(p) => entity_path_specs(&p.specs, schema),
+        _ => false,
+    };
+    specs.iter().all(|s| match s.target {
+        Target::DbId => true,
+        Target::Forward(a) => {
+            let Some(attr) = schema.attribute(a) else { return false };
+            if !crate::entity::entity_path_type(attr.value_type) {
+                return false;
+            }
+            if let Some(d) = &s.default {
+                if attr.many || crate::entity::default_key(d, attr.value_type, schema).is_none() {
+                    return false;
+                }
+            }
+            match &s.sub {
+                Sub::None => true,
+                sub => attr.value_type == ValueType::Ref && s.default.is_none() && nested(sub),
+            }
+        }
+        Target::Reverse(a) => schema.attribute(a).is_some_and(|attr| {
+            attr.value_type == ValueType::Ref && !attr.component && s.default.is_none() && nested(&s.sub)
+        }),
+    })
 }
 
 /// The SQL expression of one entity given as EDN text: an integer entid, an ident keyword (`:x/y`, resolved

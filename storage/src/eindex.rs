@@ -1421,12 +1421,18 @@ pub enum Pulled {
     Null,
     One(Key),
     Many(Vec<Key>),
+    /// A ref (or a component's owner) pulled with a nested pattern: its fields.
+    Struct(Vec<Pulled>),
+    /// Cardinality-many refs or a reverse attribute pulled with a nested pattern: each entity's fields, in entity
+    /// order (entities with none of the nested pattern's attributes left out, as the general path leaves out its
+    /// NULL STRUCTs).
+    Structs(Vec<Vec<Pulled>>),
 }
 
-/// The attributes of `specs` (forward ones) of which entity `e` holds a datom in the index: what types a
-/// wildcard's STRUCT (`planner::pull::compile_pull_held`). Attributes the index does not hold are left out.
-pub fn held(snap: &Snapshot, specs: &[planner::pull::Spec], e: i64, out: &mut Vec<Entid>) {
-    // no prefetch hints: the extension calls this right after [`pull`] of the same entity, which fetched the lines
+/// Adds to `out` the attributes of `specs` (forward ones) of which entity `e` holds a datom in the index: what
+/// types a wildcard's STRUCT (`planner::pull::compile_pull_held`). Attributes the index does not hold are left out.
+fn held(snap: &Snapshot, specs: &[planner::pull::Spec], e: i64, out: &mut Vec<Entid>) {
+    // no prefetch hints: [`pull_level`] calls this right before it pulls the same entity
     let mut values = Vec::new();
     for s in specs {
         if let planner::pull::Target::Forward(a) = s.target {
@@ -1444,28 +1450,96 @@ pub fn held(snap: &Snapshot, specs: &[planner::pull::Spec], e: i64, out: &mut Ve
     }
 }
 
-/// Datomic's pull of entity `e` with the flat `specs` of `planner::pull::flat_fields`, from the index: one
-/// [`Pulled`] per spec, or None (a NULL STRUCT, Datomic's nil) when the entity has none of the pattern's
-/// attributes and the pattern neither asks for `:db/id` nor gives a `:default`. Cardinality-many values are ordered by value and cut at
-/// the spec's limit; a `:default` fills a missing value. `Err(attrs)` names the attributes to read first.
+/// Why [`pull`] did not answer.
+#[derive(Debug, PartialEq)]
+pub enum PullMiss {
+    /// These attributes must be read into the index first.
+    Read(Vec<Entid>),
+    /// The general path must pull: a `*` level reached an entity of `:db.part/db` (an attribute, which may hold
+    /// the bootstrap tuple attributes the index does not hold).
+    General,
+}
+
+/// Datomic's pull of entity `e` with the pattern of `planner::pull::entity_path_pattern`, from the index: one [`Pulled`]
+/// per spec, or None (a NULL STRUCT, Datomic's nil) when the entity has none of the pattern's attributes and the
+/// pattern neither asks for `:db/id` nor gives a `:default`. Cardinality-many values and reverse entities are
+/// ordered by value (by entity) and cut at the spec's limit; a `:default` fills a missing value; a nested pattern
+/// pulls each entity reached in turn, one without any of its attributes giving a NULL field (cardinality-one) or
+/// no element (many), as the general path's `list(...) FILTER (WHERE ... IS NOT NULL)`. With `held`, the
+/// attributes that the entities of every `*` level hold are added to it (what types the `*`s: every entity such a
+/// level reaches, before any limit, as the general path's probe reads them).
 pub fn pull(
     snap: &Snapshot,
-    specs: &[planner::pull::Spec],
+    pattern: &planner::pull::Pattern,
     schema: &planner::schema::Schema,
     e: i64,
-) -> std::result::Result<Option<Vec<Pulled>>, Vec<Entid>> {
-    use planner::pull::Target;
-    let missing: Vec<Entid> = specs
-        .iter()
-        .filter_map(|s| match s.target {
-            Target::Forward(a) if snap.attr(a).is_none() => Some(a),
-            _ => None,
-        })
-        .collect();
+    held: Option<&mut Vec<Entid>>,
+) -> std::result::Result<Option<Vec<Pulled>>, PullMiss> {
+    let mut missing = Vec::new();
+    missing_attrs(snap, &pattern.specs, &mut missing);
     if !missing.is_empty() {
-        return Err(missing);
+        return Err(PullMiss::Read(missing));
     }
-    prefetch_entity(snap, forward_attrs(specs), e);
+    prefetch_entity(snap, forward_attrs(&pattern.specs), e);
+    pull_level(snap, pattern, schema, e, held)
+}
+
+/// The attributes of `specs`, nested patterns included, that the index does not hold.
+fn missing_attrs(snap: &Snapshot, specs: &[planner::pull::Spec], out: &mut Vec<Entid>) {
+    use planner::pull::{Sub, Target};
+    for s in specs {
+        if let Target::Forward(a) | Target::Reverse(a) = s.target {
+            if snap.attr(a).is_none() && !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        if let Sub::Pattern(p) = &s.sub {
+            missing_attrs(snap, &p.specs, out);
+        }
+    }
+}
+
+/// The entities `es` (in order) pulled with the nested pattern `p`: a [`Pulled::Structs`] of those with any
+/// field (`many`) or the first one's [`Pulled::Struct`]; Null when none has.
+fn pull_refs(
+    snap: &Snapshot,
+    p: &planner::pull::Pattern,
+    schema: &planner::schema::Schema,
+    es: impl Iterator<Item = i64>,
+    many: bool,
+    mut held: Option<&mut Vec<Entid>>,
+) -> std::result::Result<Pulled, PullMiss> {
+    let mut pulled = Vec::new();
+    for r in es {
+        if let Some(fields) = pull_level(snap, p, schema, r, held.as_deref_mut())? {
+            pulled.push(fields);
+        }
+    }
+    Ok(match (pulled.is_empty(), many) {
+        (true, _) => Pulled::Null,
+        (false, true) => Pulled::Structs(pulled),
+        (false, false) => Pulled::Struct(pulled.swap_remove(0)),
+    })
+}
+
+/// One level of [`pull`]: the fields of `pattern` for entity `e`, every attribute held by the index.
+fn pull_level(
+    snap: &Snapshot,
+    pattern: &planner::pull::Pattern,
+    schema: &planner::schema::Schema,
+    e: i64,
+    mut held: Option<&mut Vec<Entid>>,
+) -> std::result::Result<Option<Vec<Pulled>>, PullMiss> {
+    use planner::pull::{Sub, Target};
+    let specs = &pattern.specs;
+    if pattern.wildcard {
+        if e < planner::layout::PART_USER_START {
+            return Err(PullMiss::General);
+        }
+        if let Some(h) = held.as_deref_mut() {
+            self::held(snap, specs, e, h);
+        }
+    }
     let mut out = Vec::with_capacity(specs.len());
     let (mut any, mut asks_id) = (false, false);
     let mut values = Vec::new();
@@ -1476,13 +1550,29 @@ pub fn pull(
                 out.push(Pulled::One(Key::Int(e)));
             }
             Target::Forward(a) => {
-                let (Some(ix), Some(attr)) = (snap.attr(a), schema.attribute(a)) else { return Err(vec![a]) };
+                let (Some(ix), Some(attr)) = (snap.attr(a), schema.attribute(a)) else {
+                    return Err(PullMiss::Read(vec![a]));
+                };
                 values.clear();
                 ix.values(e, None, &mut values);
                 any |= !values.is_empty();
+                let nested = match &s.sub {
+                    Sub::Pattern(p) => Some(p),
+                    _ => None,
+                };
                 if attr.many {
                     let mut vs: Vec<&IKey> = values.iter().collect();
                     vs.sort();
+                    if let Some(p) = nested {
+                        // the general path leaves out the entities without any nested field, then cuts at the limit
+                        let refs = vs.iter().filter_map(|k| if let IKey::Int(r) = k { Some(*r) } else { None });
+                        let mut field = pull_refs(snap, p, schema, refs, true, held.as_deref_mut())?;
+                        if let (Pulled::Structs(items), Some(limit)) = (&mut field, s.limit) {
+                            items.truncate(limit.max(0) as usize);
+                        }
+                        out.push(field);
+                        continue;
+                    }
                     if let Some(limit) = s.limit {
                         vs.truncate(limit.max(0) as usize);
                     }
@@ -1492,9 +1582,12 @@ pub fn pull(
                         Pulled::Many(vs.into_iter().map(IKey::to_key).collect())
                     });
                 } else {
-                    out.push(match values.first() {
-                        Some(v) => Pulled::One(v.to_key()),
-                        None => match &s.default {
+                    out.push(match (values.first(), nested) {
+                        (Some(IKey::Int(r)), Some(p)) => {
+                            pull_refs(snap, p, schema, std::iter::once(*r), false, held.as_deref_mut())?
+                        }
+                        (Some(v), _) => Pulled::One(v.to_key()),
+                        (None, _) => match &s.default {
                             Some(d) => planner::entity::default_key(d, attr.value_type, schema)
                                 .map_or(Pulled::Null, Pulled::One),
                             None => Pulled::Null,
@@ -1502,7 +1595,27 @@ pub fn pull(
                     });
                 }
             }
-            Target::Reverse(a) => return Err(vec![a]),
+            Target::Reverse(a) => {
+                let Some(ix) = snap.attr(a) else { return Err(PullMiss::Read(vec![a])) };
+                let mut es = Vec::new();
+                ix.entities(&IKey::Int(e), None, &mut es).ok_or(PullMiss::General)?;
+                es.sort_unstable();
+                es.dedup();
+                any |= !es.is_empty();
+                let mut field = match &s.sub {
+                    Sub::Pattern(p) => pull_refs(snap, p, schema, es.iter().copied(), true, held.as_deref_mut())?,
+                    _ if es.is_empty() => Pulled::Null,
+                    _ => Pulled::Many(es.iter().map(|r| Key::Int(*r)).collect()),
+                };
+                if let Some(limit) = s.limit {
+                    match &mut field {
+                        Pulled::Structs(items) => items.truncate(limit.max(0) as usize),
+                        Pulled::Many(keys) => keys.truncate(limit.max(0) as usize),
+                        _ => {}
+                    }
+                }
+                out.push(field);
+            }
         }
     }
     // Datomic returns the defaults of a pattern for an entity that has none of its attributes, as it returns
