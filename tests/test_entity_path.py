@@ -95,6 +95,19 @@ QUERIES = [
      lambda r, n: "[[" + " ".join(f'["p{r.randrange(n)}@x" {r.choice(STATES)}]' for _ in range(4)) + "]]"),
     ("[:find ?e ?f :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [?f :p/friend ?e]]",
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
+    # find choosing the first row in the order of its columns
+    ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e (pull ?f [:p/name {:p/boss [:p/email]}]) :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find (pull ?e [* {:p/friend [*]}]) . :in $ ?state :where [?e :p/state ?state]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find [(pull ?e [:p/email :p/_boss]) ...] :in $ ?age :where [?e :p/age ?age]]",
+     lambda r, n: f"[{r.randrange(15, 40)}]"),
+    ("[:find ?s (pull ?e [:db/id :p/tag]) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/score ?s]]",
+     lambda r, n: "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(4)) + "]]"),
+    ("[:find (pull ?e [:p/email {:p/friend [*]}]) (pull ?b [*]) :in $ ?m :where [?e :p/email ?m] [?e :p/boss ?b]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
 ]
 
 PULLS = ["[*]", "[:p/name :p/tag]", "[:db/id [:p/state :default :s/none]]", "[[:p/tag :limit 2] :p/friend :p/boss]",

@@ -109,28 +109,110 @@ pub fn shape_of(
     Some(shape)
 }
 
+/// What a query's `(pull ?e pattern)` columns need besides the plan: the caller (whose connection types a pull's
+/// STRUCT), the schema and the options of the call.
+pub struct PullContext<'a> {
+    pub caller: &'a crate::session::Caller,
+    pub schema: &'a Arc<Schema>,
+    pub opts: &'a QueryOptions,
+}
+
 /// The answer of `plan` from the store's entity index, or None when the general path must answer (an attribute
-/// being read in the background, over the memory budget, or an intermediate result too large).
+/// being read in the background, over the memory budget, or an intermediate result too large). The plan's pull
+/// columns are pulled from the same snapshot as its rows ([`pull_columns`]).
 pub fn answer(
     instance: &Arc<Instance>,
     name: &StoreName,
     plan: &EntityPlan,
     shape: &planner::EntityShape,
+    ctx: &PullContext,
 ) -> Result<Option<Answer>, String> {
     let store = open_store(instance, name)?;
     for first in [true, false] {
-        match eindex::execute(&store.index.snapshot(), plan) {
-            Outcome::Rows(rows) => return Ok(Some(Answer::new(rows, plan, &shape.columns))),
-            Outcome::General => return Ok(None),
-            Outcome::Missing(attrs) if first => {
-                if !read_attributes(instance, &store, &attrs)? {
-                    return Ok(None);
+        let snap = store.index.snapshot();
+        let missing = match eindex::execute(&snap, plan) {
+            Outcome::Rows(rows) => {
+                let mut answer = Answer::new(rows, plan, &shape.columns);
+                if plan.pulls.is_empty() {
+                    return Ok(Some(answer));
+                }
+                // SAFETY: called during the query's bind, which `ctx.caller` belongs to
+                match unsafe { pull_columns(instance, name, &snap, &mut answer, plan, ctx)? } {
+                    Ok(()) => return Ok(Some(answer)),
+                    Err(eindex::PullMiss::General) => return Ok(None),
+                    Err(eindex::PullMiss::Read(attrs)) => attrs,
                 }
             }
-            Outcome::Missing(_) => return Ok(None),
+            Outcome::General => return Ok(None),
+            Outcome::Missing(attrs) => attrs,
+        };
+        if !first || !read_attributes(instance, &store, &missing)? {
+            return Ok(None);
         }
     }
     Ok(None)
+}
+
+/// Pulls the entities of `answer`'s pull columns with their patterns, from `snap`, typed as the general path types
+/// them: every `*` of the query's pulls from one set of attributes, those held by the entities of every `*` level
+/// of every pull over the whole answer (`planner::compile_query_held`), so the pulls are made with every attribute
+/// and then projected onto the narrowed patterns. `Err(PullMiss)` when the index cannot answer yet (or at all).
+///
+/// # Safety
+/// Called during a bind of the caller's connection (a pull's STRUCT type is read from a prepared statement).
+unsafe fn pull_columns(
+    instance: &Arc<Instance>,
+    name: &StoreName,
+    snap: &eindex::Snapshot,
+    answer: &mut Answer,
+    plan: &EntityPlan,
+    ctx: &PullContext,
+) -> Result<Result<(), eindex::PullMiss>, String> {
+    let shape_for = |pattern: &str, held: Option<&[i64]>| {
+        let compile_held = |held: Option<&[i64]>| {
+            let v = planner::parse::parse_edn(pattern, "pull pattern").map_err(|e| e.to_string())?;
+            planner::pull::compile_pull_held(&v, ctx.schema, name, ctx.opts, held).map_err(|e| e.to_string())
+        };
+        let key = crate::pull::PullKey { pattern, many: false, held };
+        crate::pull::pull_shape(instance, ctx.caller, name, ctx.schema, &key, ctx.opts, &compile_held)
+    };
+    let mut held = Vec::new();
+    let mut columns = Vec::with_capacity(plan.pulls.len());
+    for (c, pattern) in &plan.pulls {
+        let Some(shape) = shape_for(pattern, None)? else { return Ok(Err(eindex::PullMiss::General)) };
+        let Some(pat) = shape.specs.as_ref() else { return Ok(Err(eindex::PullMiss::General)) };
+        let mut pulled = Vec::with_capacity(answer.rows.len());
+        for row in &answer.rows {
+            let Key::Int(e) = row[*c] else { return Ok(Err(eindex::PullMiss::General)) };
+            match eindex::pull(snap, pat, ctx.schema, e, shape.wildcard.then_some(&mut held)) {
+                Ok(p) => pulled.push(p),
+                Err(miss) => return Ok(Err(miss)),
+            }
+        }
+        columns.push((*c, pattern, shape.clone(), pulled));
+    }
+    held.sort_unstable();
+    for (c, pattern, wide, mut pulled) in columns {
+        let shape = match wide.wildcard {
+            false => wide,
+            true => {
+                let Some(narrow) = shape_for(pattern, Some(&held))? else {
+                    return Ok(Err(eindex::PullMiss::General));
+                };
+                let (Some(from), Some(to)) = (wide.specs.as_ref(), narrow.specs.as_ref()) else {
+                    return Ok(Err(eindex::PullMiss::General));
+                };
+                for p in pulled.iter_mut() {
+                    if let Some(fields) = p.take() {
+                        *p = Some(project_fields(fields, &from.specs, &to.specs));
+                    }
+                }
+                narrow
+            }
+        };
+        answer.pulls.push(PullColumn { column: c, rows: pulled, shape });
+    }
+    Ok(Ok(()))
 }
 
 /// The store `name`, opened (its schema read) if it is not yet.
@@ -446,18 +528,52 @@ pub struct Answer {
     rows: Vec<Vec<Key>>,
     types: Vec<ValueType>,
     names: Vec<String>,
+    /// The `(pull ?e pattern)` columns, pulled ([`pull_columns`]); their `rows` hold the entity ids.
+    pulls: Vec<PullColumn>,
     next: AtomicUsize,
+}
+
+/// One `(pull ?e pattern)` column of an [`Answer`]: each row's pull (None: a NULL STRUCT) and the pattern's shape
+/// (its STRUCT type).
+struct PullColumn {
+    column: usize,
+    rows: Vec<Option<Vec<Pulled>>>,
+    shape: Arc<crate::pull::PullShape>,
+}
+
+/// Orders rows of keys as DuckDB's `ORDER BY` of every column ascending orders them (numbers by value, text by
+/// its bytes).
+fn key_order(a: &[Key], b: &[Key]) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x, y) {
+            (Key::Int(x), Key::Int(y)) => x.cmp(y),
+            (Key::Float(x), Key::Float(y)) => x.total_cmp(y),
+            (Key::Text(x), Key::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+            _ => Ordering::Equal,
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
 }
 
 impl Answer {
     fn new(mut rows: Vec<Vec<Key>>, plan: &EntityPlan, columns: &[planner::OutputColumn]) -> Answer {
         if matches!(plan.kind, FindKind::Scalar | FindKind::Tuple) {
+            // with pulls, the general path chooses the first row in the order of every find column (so that its
+            // probe of a `*` reads the entity it pulls: `planner::emit::with_pulls`)
+            if !plan.pulls.is_empty() {
+                rows.sort_by(|a, b| key_order(a, b));
+            }
             rows.truncate(1);
         }
         Answer {
             rows,
             types: plan.find.iter().map(|i| plan.vars[*i].1).collect(),
             names: columns.iter().map(|c| c.name.clone()).collect(),
+            pulls: Vec::new(),
             next: AtomicUsize::new(0),
         }
     }
@@ -468,9 +584,14 @@ impl Answer {
     /// # Safety
     /// `info` must be the running bind's info.
     pub unsafe fn bind(self, info: ffi::duckdb_bind_info) -> Bound {
-        for (name, t) in self.names.iter().zip(&self.types) {
-            let mut ty = ffi::duckdb_create_logical_type(type_id(*t));
+        for (c, (name, t)) in self.names.iter().zip(&self.types).enumerate() {
             let cname = CString::new(name.as_str()).unwrap_or_default();
+            if let Some(p) = self.pulls.iter().find(|p| p.column == c) {
+                // the pull's STRUCT, as the general path's statement types it
+                ffi::duckdb_bind_add_result_column(info, cname.as_ptr(), p.shape.types[1].0);
+                continue;
+            }
+            let mut ty = ffi::duckdb_create_logical_type(type_id(*t));
             ffi::duckdb_bind_add_result_column(info, cname.as_ptr(), ty);
             ffi::duckdb_destroy_logical_type(&mut ty);
         }
@@ -485,6 +606,15 @@ impl Write for Answer {
         let n = (self.rows.len() - start).min(vector);
         for (c, t) in self.types.iter().enumerate() {
             let v = ffi::duckdb_data_chunk_get_vector(output, c as u64);
+            if let Some(p) = self.pulls.iter().find(|p| p.column == c) {
+                for (i, pull) in p.rows[start..start + n].iter().enumerate() {
+                    match pull {
+                        Some(fields) => write_struct(v, i, fields),
+                        None => set_null_deep(v, i),
+                    }
+                }
+                continue;
+            }
             let data = ffi::duckdb_vector_get_data(v);
             for (i, row) in self.rows[start..start + n].iter().enumerate() {
                 match (&row[c], t) {

@@ -158,20 +158,20 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
 }
 
 /// Compiles the pull pattern with `*` expanded to the given attributes (None: every attribute of the schema).
-type CompileHeld<'a> = dyn Fn(Option<&[i64]>) -> Result<planner::pull::CompiledPull, String> + 'a;
+pub(crate) type CompileHeld<'a> = dyn Fn(Option<&[i64]>) -> Result<planner::pull::CompiledPull, String> + 'a;
 
 /// What names a pull shape: the pattern text, one entity or many, and the attributes `*` expands to (None:
 /// every attribute of the schema).
 pub struct PullKey<'a> {
-    pattern: &'a str,
-    many: bool,
-    held: Option<&'a [i64]>,
+    pub pattern: &'a str,
+    pub many: bool,
+    pub held: Option<&'a [i64]>,
 }
 
 /// The entity path's shape of a pattern (its expanded pattern and the result types of the general path's
 /// statement), kept per store and schema in [`Instance::pull_shapes`]; None when the entity path does not pull it
 /// (recursion, components, a time-travel option, the path turned off or an attached store).
-unsafe fn pull_shape(
+pub(crate) unsafe fn pull_shape(
     instance: &Instance,
     caller: &crate::session::Caller,
     store: &planner::layout::StoreName,
@@ -206,10 +206,11 @@ unsafe fn pull_shape(
 /// What the entity path keeps of a pull pattern: the pattern with its `*`s expanded (None: the general path
 /// pulls it) and the result types.
 pub struct PullShape {
-    specs: Option<planner::pull::Pattern>,
-    types: Vec<crate::query::OwnedType>,
+    pub specs: Option<planner::pull::Pattern>,
+    /// The general path's column types: `e BIGINT`, `pull STRUCT(...)`.
+    pub types: Vec<crate::query::OwnedType>,
     /// The pattern has `*`, typed from the attributes the pulled entities hold.
-    wildcard: bool,
+    pub wildcard: bool,
 }
 
 /// The entids a pull names, when they are all given directly: an integer, an ident (resolved by `entity_sql`),

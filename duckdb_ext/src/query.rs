@@ -414,9 +414,10 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         if opts.empty || !sources.is_empty() { None } else { instance.query_shapes.get(&store_name, &query, &schema) };
     // Whether the entity path was tried already (then the general path answers, and it is not tried again below).
     let mut tried = !sources.is_empty();
+    let pull_ctx = crate::entity::PullContext { caller: &caller, schema: &schema, opts: &opts };
     if let (Mode::Query, Some(shape)) = (extra.mode, &kept) {
         if let Some(plan) = crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts) {
-            if let Some(answer) = crate::entity::answer(instance, &store_name, &plan, shape)? {
+            if let Some(answer) = crate::entity::answer(instance, &store_name, &plan, shape, &pull_ctx)? {
                 return Ok(answer.bind(info));
             }
         }
@@ -452,7 +453,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
             .and_then(|shape| crate::entity::plan(instance, shape, inputs.as_deref(), &schema, &store_name, &opts))
     };
     if let (Mode::Query, Some(plan), Some(shape)) = (extra.mode, &entity, &shape) {
-        if let Some(answer) = crate::entity::answer(instance, &store_name, plan, shape)? {
+        if let Some(answer) = crate::entity::answer(instance, &store_name, plan, shape, &pull_ctx)? {
             return Ok(answer.bind(info));
         }
     }

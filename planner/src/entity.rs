@@ -8,8 +8,10 @@
 //!
 //! [`plan`] decides, per query, whether the entity path can answer it; it says no (None) to everything else,
 //! which the general path (one SQL statement) answers as before. Eligible are queries whose `:where` holds only
-//! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables (no
-//! aggregates, pulls, `:with`, `:order`, `:limit`), whose inputs are scalars, tuples, collections or relations,
+//! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
+//! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
+//! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]), with no
+//! aggregates, `:with`, `:order` or `:limit`, whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
 //! its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
 //! or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible. Every answer is the
@@ -73,6 +75,9 @@ pub struct EntityPlan {
     pub kind: FindKind,
     /// Read the database as of this tx entid (Datomic's `as-of`); None reads it now.
     pub as_of: Option<Entid>,
+    /// The output columns that are `(pull ?e pattern)` find elements: (column, the pattern as EDN text). Such a
+    /// column's variable holds the entity; the caller pulls it (`crate::pull::entity_path_pattern`).
+    pub pulls: Vec<(usize, String)>,
 }
 
 impl fmt::Display for EntityPlan {
@@ -92,6 +97,9 @@ impl fmt::Display for EntityPlan {
                 Access::Avet => "AVET",
             };
             write!(f, "; {how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))?;
+        }
+        for (c, pattern) in &self.pulls {
+            write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
         }
         Ok(())
     }
@@ -150,7 +158,28 @@ pub fn plan(
     }
     // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
     let mut find = Vec::new();
+    let mut pulls = Vec::new();
     for (elem, col) in elems.iter().zip(columns) {
+        // a pull of an entity that the patterns bind, with a pattern the index answers (its column's type is the
+        // pull's STRUCT, which the caller declares)
+        if let FindElem::Pull { var, pattern: pattern @ (Value::Vector(_) | Value::List(_)), .. } = elem {
+            let i = match index.get(var) {
+                Some(&i) => i,
+                None => {
+                    let t = input_type(query, var, inputs_edn, ctx)?;
+                    var_of(var, t, &mut vars, &mut index)?
+                }
+            };
+            let text = crate::error::show(pattern);
+            if vars[i].1 != ValueType::Ref
+                || crate::pull::entity_path_pattern(&text, schema, ctx.store, ctx.opts, None).is_none()
+            {
+                return None;
+            }
+            pulls.push((find.len(), text));
+            find.push(i);
+            continue;
+        }
         let FindElem::Var(v) = elem else { return None };
         let i = match index.get(v) {
             Some(&i) => i,
@@ -198,7 +227,7 @@ pub fn plan(
     if find.iter().any(|i| !bound[*i]) {
         return None;
     }
-    Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None })
+    Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None, pulls })
 }
 
 /// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left
