@@ -347,6 +347,20 @@ def test_two_processes_on_one_store_file(tmp_path):
     assert out[1] == [[3]]
 
 
+def test_a_read_only_database_refuses_a_transaction_before_acknowledging_it(tmp_path):
+    """On a database opened read-only, a transaction on attributes that the entity index holds (read in by the
+    query before it) went to mentat's log file first: it was acknowledged, and every read after it failed to apply
+    the log. It is refused by name, nothing changes, and the reads go on."""
+    db = tmp_path / "ro.duckdb"
+    session(db, tx(SCHEMA), tx('[{:f/key "a" :f/n 1} {:f/key "b" :f/n 2}]'))
+    read = "SELECT * FROM mentat_q('[:find ?n :in $ ?k :where [?e :f/key ?k] [?e :f/n ?n]]', inputs := '[\"b\"]')"
+    out = session(db, read, tx('[{:f/key "b" :f/n 3}]'), read, "SELECT count(*) FROM mentat_datoms('AEVT')",
+                  read_only=True)
+    assert out[0] == [[2]] and out[2] == [[2]], out
+    assert out[1].startswith("ERROR") and "is read-only (its database is opened read-only)" in out[1], out[1]
+    assert session(db, "SELECT count(*) FROM mentat_datoms('AEVT')") == [out[3]]
+
+
 def test_a_read_only_attached_store_answers_and_refuses_writes(tmp_path):
     src = tmp_path / "src.duckdb"
     session(src, tx(SCHEMA), tx('[{:f/key "a" :f/n 1}]'))

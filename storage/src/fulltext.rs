@@ -298,11 +298,8 @@ pub struct LanguageReport {
 pub fn set_language(conn: &Connection, store: &crate::store::Store, language: &str) -> Result<LanguageReport> {
     let language = language.trim().to_lowercase();
     planner::fulltext::Analyzer::new(&language).map_err(crate::error::StorageError::Store)?;
-    if let Some(dir) = store.read_only() {
-        return Err(crate::error::StorageError::Store(format!(
-            "{} is read-only: a Parquet export attached from {dir}",
-            store.name
-        )));
+    if let Some(why) = store.read_only() {
+        return Err(crate::error::StorageError::Store(format!("{} is read-only: {why}", store.name)));
     }
     let _writer = store.lock_writer_settled(conn)?;
     let run = || -> Result<(LanguageReport, crate::store::StoreState)> {

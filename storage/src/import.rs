@@ -131,8 +131,8 @@ pub struct ImportReport {
 /// [`StorageError::UniqueConflict`] for a unique value another entity holds, [`StorageError::UpsertConflict`]
 /// for a row whose identity values reach two entities, [`StorageError::DuckDb`] for a source that fails.
 pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
-    if let Some(dir) = store.read_only() {
-        return Err(StorageError::Store(format!("{} is read-only: a Parquet export attached from {dir}", store.name)));
+    if let Some(why) = store.read_only() {
+        return Err(StorageError::Store(format!("{} is read-only: {why}", store.name)));
     }
     let _writer = store.lock_writer_settled(conn)?;
     let started = Instant::now();

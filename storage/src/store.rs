@@ -40,7 +40,8 @@ pub struct Store {
     /// transactor (it sees every datom it writes), emptied by [`Store::set_state`]. Lets lookup refs and upserts
     /// of repeated values skip the database.
     lookups: Mutex<LookupCache>,
-    /// Why the store cannot be written (an attached Parquet export), read once at open.
+    /// Why the store cannot be written (an attached Parquet export, a database opened read-only), read once at
+    /// open.
     read_only: Option<String>,
     /// For a store in an attached catalog: the `database_oid` that catalog had when the store was opened. DuckDB
     /// gives every ATTACH a new oid, so a cached store is never used for another file attached under the same
@@ -224,14 +225,26 @@ impl Registry {
             create_store(conn, name)?;
         }
         let mut state = load_state(conn, name)?;
-        let read_only = crate::parquet::read_only(conn, name)?;
-        if read_only.is_none() && state.schema.has_fulltext() {
+        let export = crate::parquet::read_only(conn, name)?;
+        if export.is_none() && state.schema.has_fulltext() {
             // a fulltext index that an earlier layout wrote is rebuilt in this one, once, before the log's
             // transactions are applied to it; where the database is read-only it stays as it is (and a search of
             // it fails with DuckDB's error naming the missing dictionary)
             let _ = crate::in_transaction(conn, || crate::fulltext::upgrade(conn, name, &state.schema));
         }
-        let (log, recovered) = crate::txlog::recover(conn, name, &state.schema, self.log, read_only.is_some())?;
+        let (log, recovered) = crate::txlog::recover(conn, name, &state.schema, self.log, export.is_some())?;
+        // A transaction must be refused before anything acknowledges it: one whose attributes the entity index
+        // holds goes to the log file first, and on a database opened read-only the log could never be applied
+        // (the transaction was acknowledged and every later read failed).
+        let db_read_only: bool = conn.query_row(
+            "SELECT readonly FROM duckdb_databases() WHERE database_name = coalesce($1, current_database())",
+            [&name.catalog],
+            |r| r.get(0),
+        )?;
+        let read_only = match export {
+            Some(dir) => Some(format!("a Parquet export attached from {dir}")),
+            None => db_read_only.then(|| "its database is opened read-only".to_string()),
+        };
         if recovered {
             state = load_state(conn, name)?;
         }
