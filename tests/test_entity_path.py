@@ -162,7 +162,12 @@ def test_parity_with_the_general_path_on_random_stores():
             many = "SELECT e, pull FROM mentat_pull_many(?, ?)"
             sample = rng.sample(ids, min(5, len(ids))) + [None]
             assert rows(on, many, [pattern, sample]) == rows(off, many, [pattern, sample]), (step, pattern)
-            checked += 2
+            # lookup refs (resolved by the index on the entity path), some of persons that do not exist
+            ref = f'[:p/email "p{rng.randrange(n + 5)}@x"]'
+            assert rows(on, one, [pattern, ref]) == rows(off, one, [pattern, ref]), (step, pattern, ref)
+            refs = [f'[:p/email "p{rng.randrange(n + 5)}@x"]' for _ in range(4)] + [None, ":p/name"]
+            assert rows(on, many, [pattern, refs]) == rows(off, many, [pattern, refs]), (step, pattern, refs)
+            checked += 4
     assert checked > 1000 and answered == 60 * len(QUERIES)
 
 
@@ -240,6 +245,10 @@ def test_nested_and_reverse_pulls_take_the_entity_path(tmp_path):
                        "p/_boss": [{"db/id": min(b, d)}, {"db/id": max(b, d)}], "p/_friend": [{"p/email": "b@x"}]}
     indexed = {r[0] for r in rows(con, "SELECT ident FROM mentat_entity_index() WHERE state = 'indexed'")}
     assert indexed == {":p/email", ":p/boss", ":p/age", ":p/tag", ":p/friend"}, indexed
+    # a lookup ref is resolved by the index: the same pull, and a NULL row for a value no entity holds
+    assert pull('[:p/email "b@x"]') == pull(b)
+    assert rows(con, "SELECT e, pull FROM mentat_pull_many('[:p/age]', ?)", [['[:p/email "a@x"]', '[:p/email "z@x"]']]) \
+        == [(a, {"p/age": 30}), (None, None)]
     # a nested `*` is typed from what the entities it reaches hold (and a `*` of the top level from what the
     # pulled entities hold: one set for both levels)
     got = rows(con, "SELECT pull FROM mentat_pull('[* {:p/boss [*]}]', ?)", [d])[0][0]

@@ -5,7 +5,7 @@ history), then, in two child processes run one after the other on copies of the 
 entity path on (`MENTAT_ENTITY_PATH=1`) and off (`0`, every pull one SQL statement): each pattern below pulled for
 `--calls` random issues (or users, for the reverse attribute), keys drawn uniformly over every issue (130,000 at s,
 1.3 million at m) so that no cache carries a figure; then two queries with `(pull ?e pattern)` find elements
-(`mentat_q`, a random user's email as input), after a warm-up that lets the index read its attributes.
+(`mentat_q`, a random user's email as input) and a pull of a user named by a lookup ref, after a warm-up that lets the index read its attributes.
 Printed per pattern: p50 and p95 in ms per path, and p50 against `SELECT 1` from the same process (the floor of
 any statement, issue 11's yardstick). The answers of both paths for the same 200 keys per pattern are compared
 first; the run stops at the first difference.
@@ -36,6 +36,7 @@ PATTERNS = [
                    "{:issue/label [:label/name]}]", "issues"),
     ("star_nested_star", "[* {:issue/assignee [*]}]", "issues"),
     ("reverse", "[:user/email {[:issue/_assignee :limit 20] [:issue/title :issue/state]}]", "users"),
+    ("lookup_ref", "[*]", "email_refs"),  # the user named by a lookup ref, `[:user/email "..."]`
     # `(pull ?e pattern)` find elements of mentat_q, the entity given by a user's email
     ("q_pull_star", "[:find (pull ?u [*]) . :in $ ?m :where [?u :user/email ?m]]", "emails"),
     ("q_pull_issues", "[:find (pull ?i [:issue/title :issue/state {:issue/reporter [:user/email]}]) :in $ ?m "
@@ -60,6 +61,7 @@ def child(db, calls, seed):
         "users": [r[0] for r in c.execute("FROM mentat_q('[:find ?e :where [?e :user/email]]')").fetchall()],
         "emails": [r[0] for r in c.execute("FROM mentat_q('[:find ?m :where [_ :user/email ?m]]')").fetchall()],
     }
+    keys["email_refs"] = [f'[:user/email {json.dumps(m)}]' for m in keys["emails"]]
     out = {"keys": {k: len(v) for k, v in keys.items()}, "answers": {}, "timings": {}}
     for name, pattern, whose in PATTERNS:
         rnd = random.Random(seed)

@@ -226,7 +226,15 @@ fn open_store(instance: &Instance, name: &StoreName) -> Result<Arc<Store>, Strin
     }
 }
 
-/// The pulls of `entities` (entids; None: a lookup ref that matched nothing) with `pattern`, from the store's
+/// An entity a pull names, as the entity path takes it.
+pub enum PullEntity {
+    /// An entid (None: a NULL, whose row is NULL).
+    Id(Option<i64>),
+    /// A lookup ref: a unique attribute and a value, resolved through the attribute's value order.
+    Lookup(Entid, Key),
+}
+
+/// The pulls of `entities` with `pattern`, from the store's
 /// entity index, or None when the general path must pull (see `planner::pull::entity_path_pattern`). The answer is written
 /// into the general path's column types `(e BIGINT, pull STRUCT(...))`. With `wildcard` (a `*` at any level),
 /// also the attributes the entities of the `*` levels hold (what types the `*`s, see `storage::eindex::pull`).
@@ -234,7 +242,7 @@ pub fn pull_answer(
     instance: &Arc<Instance>,
     name: &StoreName,
     pattern: &planner::pull::Pattern,
-    entities: &[Option<i64>],
+    entities: &[PullEntity],
     wildcard: bool,
 ) -> Result<Option<PullAnswer>, String> {
     if !instance.entity_path || name.catalog.is_some() {
@@ -247,11 +255,29 @@ pub fn pull_answer(
         let mut rows = Vec::with_capacity(entities.len());
         let mut missing = None;
         let mut held = Vec::new();
+        let mut found = Vec::new();
         for e in entities {
+            let e = match e {
+                PullEntity::Id(e) => *e,
+                // a unique value has at most one entity; none: a NULL row, as the general path's lookup gives
+                PullEntity::Lookup(a, k) => match snap.attr(*a) {
+                    None => {
+                        missing = Some(vec![*a]);
+                        break;
+                    }
+                    Some(ix) => {
+                        found.clear();
+                        if ix.entities(&eindex::IKey::from_key(k), None, &mut found).is_none() {
+                            return Ok(None);
+                        }
+                        found.iter().min().copied()
+                    }
+                },
+            };
             match e {
                 None => rows.push((None, None)),
-                Some(e) => match eindex::pull(&snap, pattern, &schema, *e, wildcard.then_some(&mut held)) {
-                    Ok(p) => rows.push((Some(*e), p)),
+                Some(e) => match eindex::pull(&snap, pattern, &schema, e, wildcard.then_some(&mut held)) {
+                    Ok(p) => rows.push((Some(e), p)),
                     Err(eindex::PullMiss::Read(m)) => {
                         missing = Some(m);
                         break;

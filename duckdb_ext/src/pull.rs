@@ -24,6 +24,7 @@
 //! once per pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s
 //! answers.
 
+use crate::entity::PullEntity;
 use crate::query::{
     bind_answer, bind_statement, finish_bind, is_integer, read_options, read_schema_at, register_streaming, value_text,
     Bound, Param, READ_OPTIONS,
@@ -82,8 +83,9 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
-    // The entity path: a pattern the index can answer (nested levels included), of entids (or idents).
-    if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql).filter(|_| !opts.empty) {
+    // The entity path: a pattern the index can answer (nested levels included), of entids, idents or lookup
+    // refs.
+    if let Some(ids) = entity_ids(entity.0, id, extra.many, &entity_sql, &schema).filter(|_| !opts.empty) {
         let key = PullKey { pattern: &pattern, many: extra.many, held: None };
         let shape = pull_shape(instance, &caller, &store, &schema, &key, &opts, &compile_held)?;
         if let Some((shape, specs)) = shape.as_ref().and_then(|s| Some((s, s.specs.as_ref()?))) {
@@ -213,19 +215,30 @@ pub struct PullShape {
     pub wildcard: bool,
 }
 
-/// The entids a pull names, when they are all given directly: an integer, an ident (resolved by `entity_sql`),
-/// or a LIST of integers (a NULL element is None). None for lookup refs, which the general path resolves.
+/// The entities a pull names, when the entity path can find them: an integer entid, an ident (resolved by
+/// `entity_sql`) or a lookup ref on a unique attribute (resolved by the index), alone or in a LIST (a NULL element
+/// is `Id(None)`). None for anything the general path must resolve (a lookup ref of a tuple or of a value the index
+/// does not read; any text that is neither, which the general path reports).
 unsafe fn entity_ids(
     entity: ffi::duckdb_value,
     id: ffi::duckdb_type,
     many: bool,
     entity_sql: &dyn Fn(&str) -> Result<String, String>,
-) -> Option<Vec<Option<i64>>> {
+    schema: &planner::schema::Schema,
+) -> Option<Vec<PullEntity>> {
+    let text = |t: &str| -> Option<PullEntity> {
+        // too deep to read: the general path reports it
+        crate::nesting::check(t, "the entity").ok()?;
+        if let Some((a, k)) = planner::pull::lookup_ref_key(t, schema) {
+            return Some(PullEntity::Lookup(a, k));
+        }
+        entity_sql(t).ok()?.parse::<i64>().ok().map(|e| PullEntity::Id(Some(e)))
+    };
     if !many {
         if is_integer(id) {
-            return Some(vec![Some(ffi::duckdb_get_int64(entity))]);
+            return Some(vec![PullEntity::Id(Some(ffi::duckdb_get_int64(entity)))]);
         }
-        return entity_sql(&value_text(entity)).ok()?.parse::<i64>().ok().map(|e| vec![Some(e)]);
+        return text(&value_text(entity)).map(|e| vec![e]);
     }
     if id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_LIST {
         return None;
@@ -233,7 +246,8 @@ unsafe fn entity_ids(
     let mut child = ffi::duckdb_list_type_child_type(ffi::duckdb_get_value_type(entity));
     let child_id = ffi::duckdb_get_type_id(child);
     ffi::duckdb_destroy_logical_type(&mut child);
-    if !is_integer(child_id) {
+    let integers = is_integer(child_id);
+    if !integers && child_id != ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR {
         return None;
     }
     let n = ffi::duckdb_get_list_size(entity);
@@ -241,9 +255,11 @@ unsafe fn entity_ids(
     for i in 0..n {
         let item = Owned(ffi::duckdb_get_list_child(entity, i));
         out.push(if item.0.is_null() || ffi::duckdb_is_null_value(item.0) {
-            None
+            PullEntity::Id(None)
+        } else if integers {
+            PullEntity::Id(Some(ffi::duckdb_get_int64(item.0)))
         } else {
-            Some(ffi::duckdb_get_int64(item.0))
+            text(&value_text(item.0))?
         });
     }
     Some(out)

@@ -268,7 +268,7 @@ fn entity_key(c: &Value, schema: &Schema) -> Option<Key> {
 
 /// A value constant in a position of type `t`, as the general path reads it; None when it is not a plain value
 /// of that type (the general path then answers, empty or not).
-fn value_key(c: &Value, t: ValueType, schema: &Schema) -> Option<Key> {
+pub(crate) fn value_key(c: &Value, t: ValueType, schema: &Schema) -> Option<Key> {
     match (t, c) {
         (ValueType::Ref, _) => entity_key(c, schema),
         (ValueType::Long, Value::Integer(i)) => Some(Key::Int(*i)),

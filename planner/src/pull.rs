@@ -477,6 +477,20 @@ fn entity_path_specs(specs: &[Spec], schema: &Schema) -> bool {
     })
 }
 
+/// A lookup ref given as EDN text (`[:user/email "a@b.c"]`) as the entity path resolves it: the unique attribute
+/// and the value's key. None for anything else (an entid, an ident), for a tuple attribute's lookup ref and for
+/// values the entity path does not read (instants, uuids, ...): [`entity_sql`] resolves those, and reports the
+/// errors (an attribute that is not unique, a value of the wrong type).
+pub fn lookup_ref_key(entity_edn: &str, schema: &Schema) -> Option<(Entid, crate::entity::Key)> {
+    let Value::Vector(items) = parse_edn(entity_edn, "entity").ok()? else { return None };
+    let [a, v] = items.as_slice() else { return None };
+    let attr = schema.attribute_by_ident(&keyword_text(a)?)?;
+    if attr.unique.is_none() || attr.tuple.is_some() || !crate::entity::entity_path_type(attr.value_type) {
+        return None;
+    }
+    Some((attr.entid, crate::entity::value_key(v, attr.value_type, schema)?))
+}
+
 /// The SQL expression of one entity given as EDN text: an integer entid, an ident keyword (`:x/y`, resolved
 /// now; unknown is an error), or a lookup ref `[:unique/attr value]` (a scalar subquery through the same
 /// time view, NULL when nothing matches).
