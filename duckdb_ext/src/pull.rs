@@ -17,12 +17,12 @@
 //! gives a `:default`, which gives the defaults.
 //!
 //! `as_of` and `since` take a tx entid or a TIMESTAMPTZ, as in `mentat_q`; `history := true` is an error (pull
-//! reads a database value, as in Datomic). Entities given as entids or idents, without time travel, are pulled
-//! from the store's entity index (`storage::eindex::pull`) when every level of the pattern is one it holds
-//! (`planner::pull::entity_path_pattern`: attributes, refs, nested patterns, reverse refs, `*` without components), with
-//! the answer typed as the general path types it; otherwise the pull of one entity is one SQL statement, prepared
-//! once per pattern on each query connection (the entity is its parameter `$1`), and streamed like `mentat_q`'s
-//! answers.
+//! reads a database value, as in Datomic). Entities given as entids, idents or lookup refs, without time travel,
+//! are pulled from the store's entity index (`storage::eindex::pull`) when every level of the pattern is one it
+//! holds (`planner::pull::entity_path_pattern`: attributes, refs, nested patterns, reverse refs, `*` without
+//! components), with the answer typed as the general path types it; otherwise the pull of one entity is one SQL
+//! statement, prepared once per pattern on each query connection (the entity is its parameter `$1`), and streamed
+//! like `mentat_q`'s answers.
 
 use crate::entity::PullEntity;
 use crate::query::{
