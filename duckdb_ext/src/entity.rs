@@ -407,33 +407,25 @@ unsafe fn write_field(v: ffi::duckdb_vector, row: usize, f: &Pulled) {
     match f {
         Pulled::Null => set_null_deep(v, row),
         Pulled::One(k) => write_key(v, row, k),
-        Pulled::Many(keys) => {
-            let child = list_reserve(v, row, keys.len());
-            let offset = ffi::duckdb_list_vector_get_size(v) as usize - keys.len();
-            for (j, k) in keys.iter().enumerate() {
-                write_key(child, offset + j, k);
-            }
-        }
+        Pulled::Many(keys) => write_list(v, row, keys, |child, at, k| write_key(child, at, k)),
         Pulled::Struct(fields) => write_struct(v, row, fields),
-        Pulled::Structs(items) => {
-            let child = list_reserve(v, row, items.len());
-            let offset = ffi::duckdb_list_vector_get_size(v) as usize - items.len();
-            for (j, fields) in items.iter().enumerate() {
-                write_struct(child, offset + j, fields);
-            }
-        }
+        Pulled::Structs(items) => write_list(v, row, items, |child, at, fields| write_struct(child, at, fields)),
     }
 }
 
-/// Makes row `row` of the LIST vector `v` a list of `n` new elements at the end of its child vector; returns the
-/// child vector (its size already counts them).
-unsafe fn list_reserve(v: ffi::duckdb_vector, row: usize, n: usize) -> ffi::duckdb_vector {
+/// Makes row `row` of the LIST vector `v` the list of `items`, each written by `write` at its place of the child
+/// vector (after the elements already there).
+unsafe fn write_list<T>(v: ffi::duckdb_vector, row: usize, items: &[T], write: impl Fn(ffi::duckdb_vector, usize, &T)) {
     let offset = ffi::duckdb_list_vector_get_size(v);
-    ffi::duckdb_list_vector_reserve(v, offset + n as u64);
-    ffi::duckdb_list_vector_set_size(v, offset + n as u64);
+    let n = items.len() as u64;
+    ffi::duckdb_list_vector_reserve(v, offset + n);
+    ffi::duckdb_list_vector_set_size(v, offset + n);
     let entries = ffi::duckdb_vector_get_data(v) as *mut ffi::duckdb_list_entry;
-    *entries.add(row) = ffi::duckdb_list_entry { offset, length: n as u64 };
-    ffi::duckdb_list_vector_get_child(v)
+    *entries.add(row) = ffi::duckdb_list_entry { offset, length: n };
+    let child = ffi::duckdb_list_vector_get_child(v);
+    for (j, item) in items.iter().enumerate() {
+        write(child, offset as usize + j, item);
+    }
 }
 
 /// Writes a nested pull's fields at `row` of the STRUCT vector `v`.
