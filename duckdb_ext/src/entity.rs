@@ -234,10 +234,10 @@ pub enum PullEntity {
     Lookup(Entid, Key),
 }
 
-/// The pulls of `entities` with `pattern`, from the store's
-/// entity index, or None when the general path must pull (see `planner::pull::entity_path_pattern`). The answer is written
-/// into the general path's column types `(e BIGINT, pull STRUCT(...))`. With `wildcard` (a `*` at any level),
-/// also the attributes the entities of the `*` levels hold (what types the `*`s, see `storage::eindex::pull`).
+/// The pulls of `entities` with `pattern`, from the store's entity index, or None when the general path must pull
+/// (see `planner::pull::entity_path_pattern`). The answer is written into the general path's column types
+/// `(e BIGINT, pull STRUCT(...))`. With `wildcard` (a `*` at any level), also the attributes the entities of the
+/// `*` levels hold (what types the `*`s, see `storage::eindex::pull`).
 pub fn pull_answer(
     instance: &Arc<Instance>,
     name: &StoreName,
