@@ -298,9 +298,26 @@ pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
     read_edn(text).map_err(|e| PlanError::Edn {
         what,
         // edn-format counts lines in `col` and characters within a line in `row`.
-        message: format!("line {}, column {}: {:?}", e.col, e.row, e.error),
+        message: format!("line {}, column {}: {}", e.col, e.row, edn_reason(&e.error)),
         form: text.chars().take(200).collect(),
     })
+}
+
+/// Why `edn-format` refused EDN text, in words for an error message: the library's own description, with the
+/// character or value it names, and for text that ends too soon the usual cause (a bracket or string left open).
+pub fn edn_reason(e: &edn_format::ParserError) -> String {
+    use edn_format::ParserError as P;
+    match e {
+        P::UnexpectedEndOfInput => "unexpected end of input (a `[`, `(`, `{` or `\"` left open?)".to_string(),
+        P::UnexpectedCharacter(c) => format!("unexpected character {c:?}"),
+        P::DuplicateValueInSet { value } => format!("duplicate value {} in a set", edn_format::emit_str(value)),
+        P::DuplicateKeyInMap { value } => format!("duplicate key {} in a map", edn_format::emit_str(value)),
+        other => {
+            let words = other.to_string();
+            let mut cs = words.chars();
+            cs.next().map(|c| c.to_lowercase().chain(cs).collect()).unwrap_or(words)
+        }
+    }
 }
 
 /// Reads EDN text with `edn-format`, after completing partial `#inst` literals ([`complete_insts`]), and with
@@ -1251,6 +1268,23 @@ mod tests {
                                             // what it reads without panicking stays as it was: a string's \u escape, a \u literal, the character u
         assert!(super::read_edn("[\"\\u00e9\u{e9}\" \\u0041 \\u]").is_ok());
         assert_eq!(super::char_literal_panics("[\"\\uab\u{e9}\u{e9}\" ; \\uab\u{e9}\u{e9}\n]"), None);
+    }
+
+    #[test]
+    fn malformed_edn_is_described_in_words_with_its_place() {
+        // 37 characters, the last `]` closing the pattern, the find vector left open
+        let text = "[:find ?n :where [?p :person/name ?n]";
+        let msg = parse_edn(text, "query").unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            format!("malformed EDN in query: line 1, column 37: unexpected end of input (a `[`, `(`, `{{` or `\"` left open?) in `{text}`")
+        );
+        let msg = parse_edn("[:a\n #{1 1}]", "query").unwrap_err().to_string();
+        assert!(msg.contains("line 2, column ") && msg.contains("duplicate value 1 in a set"), "{msg}");
+        let msg = parse_edn("{:a 1 :a 2}", "query").unwrap_err().to_string();
+        assert!(msg.contains("duplicate key :a in a map"), "{msg}");
+        let msg = parse_edn("{:a}", "query").unwrap_err().to_string();
+        assert!(msg.contains("map must have an even number of elements"), "{msg}");
     }
 
     use super::*;

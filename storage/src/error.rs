@@ -63,7 +63,7 @@ impl StorageError {
             // edn-format counts lines in `col` and characters within a line in `row`.
             row: e.col,
             col: e.row,
-            message: format!("{:?}", e.error),
+            message: planner::parse::edn_reason(&e.error),
             form: text.chars().take(200).map(|c| if c.is_control() { ' ' } else { c }).collect(),
         }
     }
