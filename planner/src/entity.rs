@@ -14,10 +14,12 @@
 //! aggregates, `:with`, `:order` or `:limit`, whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
 //! its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
-//! or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible. Every answer is the
-//! general path's answer (`tests/test_entity_path.py` runs the query tests through both).
+//! or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible, but in a query of a `since`
+//! database (since a tx entid), where the scan reads only the attribute's datoms asserted after that tx, a suffix
+//! of the index's tx order ([`Access::Since`]). Every answer is the general path's answer
+//! (`tests/test_entity_path.py` runs the query tests through both).
 
-use crate::parse::{Clause, FindElem, FindSpec, InBinding, Query, Term, Var};
+use crate::parse::{Binding, Clause, FindElem, FindSpec, InBinding, Query, Term, Var};
 use crate::schema::{Entid, Schema, ValueType};
 use crate::types::Constant;
 use crate::{inputs, FindKind, OutputColumn};
@@ -49,6 +51,9 @@ pub enum Access {
     Eavt,
     /// The value is bound: the entities holding that value (AVET, VAET for refs).
     Avet,
+    /// Nothing is bound, in a query of a `since` database: the attribute's datoms asserted after the since tx (the
+    /// index's tx order, a suffix of it), filtered by what the pattern binds already.
+    Since,
 }
 
 /// One data pattern `[e attr v]`, in evaluation order.
@@ -75,6 +80,16 @@ pub struct EntityPlan {
     pub kind: FindKind,
     /// Read the database as of this tx entid (Datomic's `as-of`); None reads it now.
     pub as_of: Option<Entid>,
+    /// Read the database since this tx entid (Datomic's `since`: the datoms of now asserted after it); None
+    /// reads all of now. Never together with `as_of` (the general path answers both).
+    pub since: Option<Entid>,
+    /// The rows the steps give are distinct without a hash set (Datalog answers are sets): the seed rows are
+    /// (scalars and collections, whose values are deduplicated; not relations), every step gives at most one row
+    /// per datom and binds every position that could tell two of its datoms apart (a `_` value of a
+    /// cardinality-one attribute, a `_` entity of a unique one), and the find holds every variable once but those
+    /// a scalar or tuple input binds (one value in every row). The
+    /// transactor keeps cardinality one and uniqueness, now and at every tx, so this holds as of any tx too.
+    pub distinct: bool,
     /// The output columns that are `(pull ?e pattern)` find elements: (column, the pattern as EDN text). Such a
     /// column's variable holds the entity; the caller pulls it (`crate::pull::entity_path_pattern`).
     pub pulls: Vec<(usize, String)>,
@@ -91,10 +106,14 @@ impl fmt::Display for EntityPlan {
         if let Some(t) = self.as_of {
             write!(f, ", as of tx {t}")?;
         }
+        if let Some(t) = self.since {
+            write!(f, ", since tx {t}")?;
+        }
         for s in &self.steps {
             let how = match s.access {
                 Access::Eavt => "EAVT",
                 Access::Avet => "AVET",
+                Access::Since => "SINCE",
             };
             write!(f, "; {how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))?;
         }
@@ -107,12 +126,16 @@ impl fmt::Display for EntityPlan {
 
 /// The entity path's plan for `query` with `inputs_edn`, or None when the general path must answer it (see the
 /// module docs). `columns` are the general path's output columns, whose types the entity path must produce.
+/// With `since` (a tx entid: the query reads a `since` database), a pattern that nothing binds is read from the
+/// attribute's datoms asserted after it ([`Access::Since`]) instead of making the query ineligible, and pulls
+/// are left to the general path.
 pub fn plan(
     query: &Query,
     inputs_edn: Option<&str>,
     schema: &Schema,
     columns: &[OutputColumn],
     ctx: &crate::source::Ctx,
+    since: Option<Entid>,
 ) -> Option<EntityPlan> {
     if !query.with.is_empty() || !query.order.is_empty() || query.limit.is_some() || query.offset.is_some() {
         return None;
@@ -154,6 +177,7 @@ pub fn plan(
             attr.ident.clone(),
             v,
             attr.unique.is_some() || attr.index || t == ValueType::Ref,
+            (!attr.many, attr.unique.is_some()),
         ));
     }
     // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
@@ -174,6 +198,9 @@ pub fn plan(
             if vars[i].1 != ValueType::Ref
                 || crate::pull::entity_path_pattern(&text, schema, ctx.store, ctx.opts, None).is_none()
             {
+                return None;
+            }
+            if since.is_some() {
                 return None;
             }
             pulls.push((find.len(), text));
@@ -212,11 +239,35 @@ pub fn plan(
     };
     let mut steps = Vec::new();
     let mut left = patterns;
+    let mut distinct = query.inputs.iter().all(|b| !matches!(b, InBinding::Bind(Binding::Relation(_))));
     while !left.is_empty() {
-        let pick =
-            left.iter().position(|(e, _, _, v, indexed)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
-        let (e, attr, ident, v, _) = left.remove(pick);
-        let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
+        let probe =
+            left.iter().position(|(e, _, _, v, indexed, _)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)));
+        // since a tx, a pattern no probe reaches reads the datoms asserted after it (the first such, in the
+        // query's order)
+        let pick = match (probe, since) {
+            (Some(p), _) => p,
+            (None, Some(_)) => 0,
+            (None, None) => return None,
+        };
+        let (e, attr, ident, v, _, (one, unique)) = left.remove(pick);
+        let access = match probe {
+            None => Access::Since,
+            Some(_) if is_bound(&e, &bound) => Access::Eavt,
+            Some(_) => Access::Avet,
+        };
+        // a `_` where the datoms of a step could differ makes rows that differ only there: equal once projected
+        let (e_blank, v_blank) = (e == Slot::Blank, v == Slot::Blank);
+        distinct &= match access {
+            Access::Eavt => !v_blank || one,
+            Access::Avet => !e_blank || unique,
+            Access::Since => match (e_blank, v_blank) {
+                (false, false) => true,
+                (false, true) => one,
+                (true, false) => unique,
+                (true, true) => false,
+            },
+        };
         for s in [&e, &v] {
             if let Slot::Var(i) = s {
                 bound[*i] = true;
@@ -227,7 +278,23 @@ pub fn plan(
     if find.iter().any(|i| !bound[*i]) {
         return None;
     }
-    Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None, pulls })
+    // every variable in the find, once, but those a scalar or tuple input binds (the same value in every row): no
+    // projection merges rows
+    let mut in_find = vec![0; vars.len()];
+    for i in &find {
+        in_find[*i] += 1;
+    }
+    let fixed: Vec<&Var> = query
+        .inputs
+        .iter()
+        .filter_map(|b| match b {
+            InBinding::Bind(b @ (Binding::Scalar(_) | Binding::Tuple(_))) => Some(b.vars()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    distinct &= in_find.iter().zip(&vars).all(|(n, (v, _))| *n == 1 || (*n == 0 && fixed.contains(&v)));
+    Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None, since, pulls, distinct })
 }
 
 /// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left

@@ -251,15 +251,18 @@ pub fn entity_plan(
     store: &StoreName,
     opts: &QueryOptions,
 ) -> Option<entity::EntityPlan> {
-    // as-of a tx entid is served (the index keeps history); as-of an instant, since and history are not
-    let as_of = match &opts.as_of {
-        None => None,
-        Some(TimeBound::Tx(t)) => Some(*t),
-        Some(TimeBound::Instant(_)) => return None,
+    // as-of or since a tx entid is served (the index keeps history and a tx order); an instant, both at once and
+    // history are not
+    let tx = |bound: &Option<TimeBound>| match bound {
+        None => Ok(None),
+        Some(TimeBound::Tx(t)) => Ok(Some(*t)),
+        Some(TimeBound::Instant(_)) => Err(()),
     };
-    if opts.since.is_some() || opts.history {
+    let (Ok(as_of), Ok(since)) = (tx(&opts.as_of), tx(&opts.since)) else { return None };
+    if (as_of.is_some() && since.is_some()) || opts.history {
         return None;
     }
     let ctx = Ctx::new(schema, store, opts);
-    entity::plan(&shape.query, inputs_edn, schema, &shape.columns, &ctx).map(|p| entity::EntityPlan { as_of, ..p })
+    entity::plan(&shape.query, inputs_edn, schema, &shape.columns, &ctx, since)
+        .map(|p| entity::EntityPlan { as_of, ..p })
 }

@@ -368,3 +368,67 @@ fn bytes_constant() {
     .expect("compiles");
     insta::assert_snapshot!(show(&c));
 }
+
+/// The entity path's plan of `q` (None: the general path answers it).
+fn entity_plan_of(q: &str, inputs: Option<&str>, opts: &QueryOptions) -> Option<crate::entity::EntityPlan> {
+    let compiled = compile_with(q, inputs, opts).unwrap_or_else(|e| panic!("{q} failed: {e}"));
+    let shape = crate::entity_shape(q, &compiled)?;
+    crate::entity_plan(&shape, inputs, &schema(), &store(), opts)
+}
+
+#[test]
+fn entity_plans_read_a_since_database_from_the_tx_order() {
+    use crate::entity::Access;
+    let t = 1 << 40;
+    let since = QueryOptions { since: Some(TimeBound::Tx(t)), ..Default::default() };
+    let q = "[:find ?i ?t :where [?i :issue/state _] [?i :issue/title ?t]]";
+    // a pattern nothing binds is a scan: the general path's, but since a tx the datoms asserted after it
+    assert!(entity_plan_of(q, None, &QueryOptions::default()).is_none());
+    let p = entity_plan_of(q, None, &since).expect("planned");
+    assert_eq!((p.since, p.as_of), (Some(t), None));
+    assert_eq!(p.steps.iter().map(|s| s.access).collect::<Vec<_>>(), vec![Access::Since, Access::Eavt]);
+    assert_eq!(
+        p.to_string(),
+        "entity index: 1 seed row(s), since tx 1099511627776; SINCE [?i :issue/state _]; EAVT [?i :issue/title ?t]"
+    );
+    // a probe is still preferred to a scan where a value binds the first pattern
+    let p = entity_plan_of("[:find ?i :in $ ?u :where [?i :issue/assignee ?u]]", Some("[7]"), &since).unwrap();
+    assert_eq!(p.steps[0].access, Access::Avet);
+    // as-of and since at once, history, and pulls keep to the general path
+    let both = QueryOptions { as_of: Some(TimeBound::Tx(t + 1)), ..since.clone() };
+    assert!(entity_plan_of(q, None, &both).is_none());
+    let history = QueryOptions { history: true, ..Default::default() };
+    assert!(entity_plan_of("[:find ?i :in $ ?u :where [?i :issue/assignee ?u]]", Some("[7]"), &history).is_none());
+    assert!(entity_plan_of("[:find (pull ?i [:issue/title]) :where [?i :issue/state _]]", None, &since).is_none());
+}
+
+#[test]
+fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
+    let since = QueryOptions { since: Some(TimeBound::Tx(1 << 40)), ..Default::default() };
+    let now = QueryOptions::default();
+    let distinct =
+        |q: &str, inputs: Option<&str>, opts: &QueryOptions| entity_plan_of(q, inputs, opts).unwrap().distinct;
+    let email = Some("[\"a@b.c\"]");
+    // every variable found, each step binding whatever could tell its datoms apart
+    assert!(distinct("[:find ?e ?n :in $ ?m :where [?e :user/email ?m] [?e :user/name ?n]]", email, &now));
+    assert!(distinct("[:find ?i ?l :where [?i :issue/label ?l]]", None, &since));
+    // a `_` value of a cardinality-one attribute cannot repeat an entity; of a cardinality-many one it can
+    assert!(distinct("[:find ?i :where [?i :issue/state _]]", None, &since));
+    assert!(!distinct("[:find ?i :where [?i :issue/label _]]", None, &since));
+    // a `_` entity of a unique attribute cannot repeat a value; of another attribute it can
+    assert!(distinct("[:find ?m :where [_ :user/email ?m]]", None, &since));
+    assert!(!distinct("[:find ?u :where [_ :issue/assignee ?u]]", None, &since));
+    assert!(!distinct("[:find ?u :in $ [?u ...] :where [_ :issue/assignee ?u]]", Some("[[7 8]]"), &now));
+    assert!(!distinct("[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/label _]]", Some("[7]"), &now));
+    // a projection merges rows (q2 finds titles, not the issues)
+    assert!(!distinct(
+        "[:find ?t :in $ ?m :where [?u :user/email ?m] [?i :issue/assignee ?u] [?i :issue/title ?t]]",
+        email,
+        &now
+    ));
+    // collections are deduplicated, relations are not
+    assert!(distinct("[:find ?e ?m :in $ [?m ...] :where [?e :user/email ?m]]", Some("[[\"a\" \"a\"]]"), &now));
+    // (a collection's variable left out of the find is not one value in every row)
+    assert!(!distinct("[:find ?e :in $ [?m ...] :where [?e :user/email ?m]]", Some("[[\"a\" \"b\"]]"), &now));
+    assert!(!distinct("[:find ?e :in $ [[?m]] :where [?e :user/email ?m]]", Some("[[[\"a\"] [\"a\"]]]"), &now));
+}

@@ -313,6 +313,9 @@ pub struct Base {
     v: Vec<IKey>,
     /// Row numbers sorted by `(v, e)`, for attributes with a value order.
     by_v: Option<Vec<u32>>,
+    /// Row numbers sorted by tx, for `since` reads: the datoms asserted after a tx are a suffix of it
+    /// ([`AttrIndex::since_datoms`]).
+    by_tx: Vec<u32>,
     /// Directories over `e` and, for integer values in the value order, over `v`.
     e_dir: Option<Directory>,
     v_dir: Option<Directory>,
@@ -336,6 +339,9 @@ impl Base {
             });
             base.by_v = Some(order);
         }
+        let mut by_tx: Vec<u32> = (0..base.e.len() as u32).collect();
+        by_tx.sort_by_key(|&r| base.tx[r as usize]);
+        base.by_tx = by_tx;
         base.finish();
         base
     }
@@ -353,6 +359,7 @@ impl Base {
         self.held = self.e.len() * (16 + 24)
             + text
             + self.by_v.as_ref().map_or(0, |o| o.len() * 4)
+            + self.by_tx.len() * 4
             + self.e_dir.as_ref().map_or(0, Directory::bytes)
             + self.v_dir.as_ref().map_or(0, Directory::bytes);
     }
@@ -421,6 +428,9 @@ impl Base {
     }
 }
 
+/// How many rows ahead [`AttrIndex::since_datoms`] hints the rows it will read.
+const SINCE_AHEAD: usize = 16;
+
 /// The integer of an integer key (the directories are built only over integer keys).
 fn int_of(k: &IKey) -> i64 {
     match k {
@@ -449,6 +459,8 @@ pub struct AttrIndex {
     base: Arc<Base>,
     added: OrdMap<(i64, IKey), i64>,
     added_by_v: OrdSet<(IKey, i64)>,
+    /// `added` ordered by `(tx, e, v)`, for `since` reads.
+    added_by_tx: OrdSet<(i64, i64, IKey)>,
     gone: OrdSet<(i64, IKey)>,
     /// The entities `added` and `gone` name (a filter: see [`Touched`]).
     touched: Touched,
@@ -706,6 +718,80 @@ impl AttrIndex {
         Some(())
     }
 
+    /// The current datoms `(e, v)` asserted after tx `since` (Datomic's `since` database: the datoms of now whose
+    /// tx is later than `since`), each given to `f` in tx order: a suffix of the base's tx order less the rows
+    /// retracted or asserted again since the base was read, then the novelty's assertions after `since`. None
+    /// when there are more than `max` (the caller leaves such a scan to DuckDB): the base's count is known from the
+    /// suffix before any row is read.
+    pub fn since_datoms(&self, since: i64, max: usize, mut f: impl FnMut(i64, &IKey)) -> Option<()> {
+        let b = &self.base;
+        let lo = b.by_tx.partition_point(|&r| b.tx[r as usize] <= since);
+        let suffix = &b.by_tx[lo..];
+        if suffix.len() > max {
+            return None;
+        }
+        for (k, &r) in suffix.iter().enumerate() {
+            // the rows of a tx order are scattered over the arrays: hint the ones a few steps ahead
+            if let Some(&ahead) = suffix.get(k + SINCE_AHEAD) {
+                prefetch(&b.e[ahead as usize]);
+                prefetch(&b.v[ahead as usize]);
+            }
+            let (e, v) = (b.e[r as usize], &b.v[r as usize]);
+            if self.novelty_may_hold(e) {
+                let key = (e, v.clone());
+                if self.gone.contains(&key) || self.added.contains_key(&key) {
+                    continue;
+                }
+            }
+            f(e, v);
+        }
+        let mut n = suffix.len();
+        for (_, e, v) in self.added_by_tx.range((since.saturating_add(1), i64::MIN, IKey::Int(i64::MIN))..) {
+            n += 1;
+            if n > max {
+                return None;
+            }
+            f(*e, v);
+        }
+        Some(())
+    }
+
+    /// The current values of entity `e` asserted after tx `since` (see [`AttrIndex::since_datoms`]).
+    pub fn values_since(&self, e: i64, since: i64, out: &mut Vec<IKey>) {
+        let mut cur = Vec::new();
+        self.current(e, &mut cur);
+        out.extend(cur.into_iter().filter(|(_, tx)| *tx > since).map(|(v, _)| v));
+    }
+
+    /// The entities whose current value `v` was asserted after tx `since` (None when the attribute has no value
+    /// order).
+    pub fn entities_since(&self, v: &IKey, since: i64, out: &mut Vec<i64>) -> Option<()> {
+        let order = self.base.by_v.as_ref()?;
+        let b = &self.base;
+        for &r in &order[b.first_of_value(order, v)..] {
+            let r = r as usize;
+            if b.v[r] != *v {
+                break;
+            }
+            let e = b.e[r];
+            if b.tx[r] > since
+                && (!self.novelty_may_hold(e)
+                    || (!self.gone.contains(&(e, v.clone())) && !self.added.contains_key(&(e, v.clone()))))
+            {
+                out.push(e);
+            }
+        }
+        for (av, e) in self.added_by_v.range((v.clone(), i64::MIN)..) {
+            if av != v {
+                break;
+            }
+            if self.added.get(&(*e, v.clone())).is_some_and(|tx| *tx > since) {
+                out.push(*e);
+            }
+        }
+        Some(())
+    }
+
     /// Current datoms: the base's less those retracted or asserted again since, plus the novelty's.
     fn current_datoms(&self) -> usize {
         if self.gone.is_empty() && self.added.is_empty() {
@@ -836,15 +922,19 @@ impl AttrIndex {
             match op {
                 Op::Retract(e, v, asserted, tx) => {
                     self.touched.set(*e);
-                    if self.added.remove(&(*e, v.clone())).is_some() {
+                    if let Some(was) = self.added.remove(&(*e, v.clone())) {
                         self.added_by_v.remove(&(v.clone(), *e));
+                        self.added_by_tx.remove(&(was, *e, v.clone()));
                     }
                     self.gone.insert((*e, v.clone()));
                     retracted.push((*e, v.clone(), *asserted, *tx));
                 }
                 Op::Add(e, v, tx) => {
                     self.touched.set(*e);
-                    self.added.insert((*e, v.clone()), *tx);
+                    if let Some(was) = self.added.insert((*e, v.clone()), *tx) {
+                        self.added_by_tx.remove(&(was, *e, v.clone()));
+                    }
+                    self.added_by_tx.insert((*tx, *e, v.clone()));
                     if self.value_order {
                         self.added_by_v.insert((v.clone(), *e));
                     }
@@ -939,6 +1029,14 @@ impl AttrIndex {
         for ((e, v), tx) in added {
             fresh.push(push(&mut base, *e, v.clone(), *tx));
         }
+        // the tx order: the base's rows that stay, in their order, merged with the novelty's by tx (all of which are
+        // later than every base row but the order does not rely on it)
+        let mut fresh_tx = fresh.clone();
+        fresh_tx.sort_by_key(|&r| (base.tx[r as usize], r));
+        base.by_tx =
+            merge_orders(b.by_tx.iter().map(|r| moved[*r as usize]).filter(|r| *r != u32::MAX), fresh_tx, |r| {
+                base.tx[r as usize]
+            });
         if let (true, Some(old)) = (self.value_order, &b.by_v) {
             let at = |r: u32| (&base.v[r as usize], base.e[r as usize]);
             fresh.sort_unstable_by(|x, y| at(*x).cmp(&at(*y)));
@@ -954,6 +1052,7 @@ impl AttrIndex {
             base: Arc::new(base),
             added: OrdMap::new(),
             added_by_v: OrdSet::new(),
+            added_by_tx: OrdSet::new(),
             gone: OrdSet::new(),
             touched: Touched::default(),
             value_order,
@@ -1354,6 +1453,24 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     let mut es = Vec::new();
     for step in &plan.steps {
         let Some(attr) = snap.attr(step.attr) else { return Outcome::General };
+        if step.access == Access::Since {
+            // the attribute's datoms since the tx, read once and joined with every row so far
+            let Some(since) = plan.since else { return Outcome::General };
+            let mut next = Vec::new();
+            for row in std::mem::take(&mut rows) {
+                let found = attr.since_datoms(since, MAX_ROWS, |e, v| {
+                    let mut r = row.clone();
+                    if bind(&mut r, &step.e, &IKey::Int(e)) && bind(&mut r, &step.v, v) {
+                        next.push(r);
+                    }
+                });
+                if found.is_none() || next.len() > MAX_ROWS {
+                    return Outcome::General;
+                }
+            }
+            rows = next;
+            continue;
+        }
         // the entities of an EAVT step are all known before it reads any: their cache misses can overlap
         if let (Access::Eavt, Slot::Var(i), true) = (&step.access, &step.e, rows.len() >= PREFETCH_ROWS) {
             es.clear();
@@ -1376,17 +1493,25 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
                 Access::Eavt => {
                     let Some(IKey::Int(e)) = get(&step.e) else { continue };
                     values.clear();
-                    attr.values(e, plan.as_of, &mut values);
+                    match plan.since {
+                        Some(since) => attr.values_since(e, since, &mut values),
+                        None => attr.values(e, plan.as_of, &mut values),
+                    }
                     extend_rows(&mut next, row, &step.v, values.drain(..));
                 }
                 Access::Avet => {
                     let Some(v) = get(&step.v) else { continue };
                     entities.clear();
-                    if attr.entities(&v, plan.as_of, &mut entities).is_none() {
+                    let found = match plan.since {
+                        Some(since) => attr.entities_since(&v, since, &mut entities),
+                        None => attr.entities(&v, plan.as_of, &mut entities),
+                    };
+                    if found.is_none() {
                         return Outcome::General;
                     }
                     extend_rows(&mut next, row, &step.e, entities.iter().map(|e| IKey::Int(*e)));
                 }
+                Access::Since => return Outcome::General,
             }
             if next.len() > MAX_ROWS {
                 return Outcome::General;
@@ -1394,17 +1519,49 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
         }
         rows = next;
     }
-    // foldhash, as the transactor's sets: the distinct hashes every answer row (std's SipHash is the slow one)
-    let mut seen: foldhash::HashSet<Vec<IKey>> = foldhash::HashSet::default();
-    let mut out = Vec::new();
+    // foldhash, as the transactor's sets: the distinct hashes every answer row (std's SipHash is the slow one);
+    // sized once, and a row whose variables are the find's, in order, is its own projection (a since scan gives
+    // thousands of rows, whose copies and rehashing cost more than their reading)
+    if plan.distinct {
+        // rows that are distinct by construction (see the planner's `EntityPlan::distinct`)
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let Some(keys) = plan.find.iter().map(|i| row[*i].as_ref().map(IKey::to_key)).collect() else {
+                return Outcome::General;
+            };
+            out.push(keys);
+        }
+        return Outcome::Rows(out);
+    }
+    let whole = plan.find.len() == plan.vars.len() && plan.find.iter().enumerate().all(|(k, i)| k == *i);
+    let mut seen: foldhash::HashSet<Row> =
+        foldhash::HashSet::with_capacity_and_hasher(rows.len(), foldhash::fast::RandomState::default());
+    let mut out = Vec::with_capacity(rows.len());
     for row in rows {
-        let projected: Option<Vec<IKey>> = plan.find.iter().map(|i| row[*i].clone()).collect();
-        let Some(p) = projected else { return Outcome::General };
-        if seen.insert(p.clone()) {
-            out.push(p.iter().map(IKey::to_key).collect());
+        let p: Row = if whole { row } else { plan.find.iter().map(|i| row[*i].clone()).collect() };
+        let Some(keys) = p.iter().map(|k| k.as_ref().map(IKey::to_key)).collect::<Option<Vec<Key>>>() else {
+            return Outcome::General;
+        };
+        if seen.insert(p) {
+            out.push(keys);
         }
     }
     Outcome::Rows(out)
+}
+
+/// Binds `slot` of `row` to `k`: false when the slot holds another value already (a constant or a bound variable).
+fn bind(row: &mut Row, slot: &Slot, k: &IKey) -> bool {
+    match slot {
+        Slot::Blank => true,
+        Slot::Const(c) => IKey::from_key(c) == *k,
+        Slot::Var(i) => match &row[*i] {
+            Some(held) => held == k,
+            None => {
+                row[*i] = Some(k.clone());
+                true
+            }
+        },
+    }
 }
 
 /// The attributes `specs` read forward.
@@ -1838,6 +1995,34 @@ mod tests {
                         a.entities(&IKey::Int(v), t, &mut got).unwrap();
                         got.sort();
                         assert_eq!(got, want, "entities of {v} as of {t:?} after tx {tx}");
+                    }
+                }
+                // since a random tx and since the last few: the current datoms asserted after it, through the
+                // base's tx order and the novelty, and the probes' since filters
+                for since in [next(tx as u64) as i64, tx - 1 - next(20) as i64] {
+                    let after = |d: &(i64, i64)| log[d].last().is_some_and(|(at, rt)| rt.is_none() && *at > since);
+                    let mut want: Vec<(i64, i64)> = log.keys().filter(|d| after(d)).copied().collect();
+                    let mut got = Vec::new();
+                    a.since_datoms(since, usize::MAX, |e, v| got.push((e, int_of(v)))).unwrap();
+                    got.sort();
+                    want.sort();
+                    assert_eq!(got, want, "datoms since {since} after tx {tx}");
+                    let mut few = 0;
+                    assert!(want.len() < 2 || a.since_datoms(since, want.len() - 1, |_, _| few += 1).is_none());
+                    for e in 0..60 {
+                        let want: Vec<i64> = want.iter().filter(|d| d.0 == e).map(|d| d.1).collect();
+                        let mut got = Vec::new();
+                        a.values_since(e, since, &mut got);
+                        let mut got: Vec<i64> = got.iter().map(int_of).collect();
+                        got.sort();
+                        assert_eq!(got, want, "values of {e} since {since} after tx {tx}");
+                    }
+                    for v in 0..9 {
+                        let want: Vec<i64> = want.iter().filter(|d| d.1 == v).map(|d| d.0).collect();
+                        let mut got = Vec::new();
+                        a.entities_since(&IKey::Int(v), since, &mut got).unwrap();
+                        got.sort();
+                        assert_eq!(got, want, "entities of {v} since {since} after tx {tx}");
                     }
                 }
             }
