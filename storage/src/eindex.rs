@@ -639,6 +639,12 @@ impl AttrIndex {
     /// The current values of entity `e` with the tx that asserted each (what the transactor checks a transaction
     /// against).
     pub fn current(&self, e: i64, out: &mut Vec<(IKey, i64)>) {
+        self.each_current(e, |v, tx| out.push((v.clone(), tx)));
+    }
+
+    /// Each current value of entity `e` with the tx that asserted it, given to `f`: the base's rows less those the
+    /// novelty retracted or asserted again, then the novelty's assertions.
+    fn each_current(&self, e: i64, mut f: impl FnMut(&IKey, i64)) {
         let plain = !self.novelty_may_hold(e);
         for r in self.base.rows_of(e) {
             let v = &self.base.v[r];
@@ -648,7 +654,7 @@ impl AttrIndex {
                     continue;
                 }
             }
-            out.push((v.clone(), self.base.tx[r]));
+            f(v, self.base.tx[r]);
         }
         if plain {
             return;
@@ -657,7 +663,7 @@ impl AttrIndex {
             if *ae != e {
                 break;
             }
-            out.push((v.clone(), *tx));
+            f(v, *tx);
         }
     }
 
@@ -758,9 +764,11 @@ impl AttrIndex {
 
     /// The current values of entity `e` asserted after tx `since` (see [`AttrIndex::since_datoms`]).
     pub fn values_since(&self, e: i64, since: i64, out: &mut Vec<IKey>) {
-        let mut cur = Vec::new();
-        self.current(e, &mut cur);
-        out.extend(cur.into_iter().filter(|(_, tx)| *tx > since).map(|(v, _)| v));
+        self.each_current(e, |v, tx| {
+            if tx > since {
+                out.push(v.clone());
+            }
+        });
     }
 
     /// The entities whose current value `v` was asserted after tx `since` (None when the attribute has no value
@@ -1456,11 +1464,13 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
         if step.access == Access::Since {
             // the attribute's datoms since the tx, read once and joined with every row so far
             let Some(since) = plan.since else { return Outcome::General };
+            // a constant is converted once for the step, not once per datom
+            let (e_slot, v_slot) = (ScanSlot::of(&step.e), ScanSlot::of(&step.v));
             let mut next = Vec::new();
             for row in std::mem::take(&mut rows) {
                 let found = attr.since_datoms(since, MAX_ROWS, |e, v| {
                     let mut r = row.clone();
-                    if bind(&mut r, &step.e, &IKey::Int(e)) && bind(&mut r, &step.v, v) {
+                    if e_slot.bind(&mut r, &IKey::Int(e)) && v_slot.bind(&mut r, v) {
                         next.push(r);
                     }
                 });
@@ -1549,18 +1559,36 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     Outcome::Rows(out)
 }
 
-/// Binds `slot` of `row` to `k`: false when the slot holds another value already (a constant or a bound variable).
-fn bind(row: &mut Row, slot: &Slot, k: &IKey) -> bool {
-    match slot {
-        Slot::Blank => true,
-        Slot::Const(c) => IKey::from_key(c) == *k,
-        Slot::Var(i) => match &row[*i] {
-            Some(held) => held == k,
-            None => {
-                row[*i] = Some(k.clone());
-                true
-            }
-        },
+/// A position of a step as a since scan binds it: its constant converted to the index's key once.
+enum ScanSlot {
+    Blank,
+    Const(IKey),
+    Var(usize),
+}
+
+impl ScanSlot {
+    fn of(slot: &Slot) -> ScanSlot {
+        match slot {
+            Slot::Blank => ScanSlot::Blank,
+            Slot::Const(c) => ScanSlot::Const(IKey::from_key(c)),
+            Slot::Var(i) => ScanSlot::Var(*i),
+        }
+    }
+
+    /// Binds this position of `row` to `k`: false when it holds another value already (a constant or a bound
+    /// variable).
+    fn bind(&self, row: &mut Row, k: &IKey) -> bool {
+        match self {
+            ScanSlot::Blank => true,
+            ScanSlot::Const(c) => c == k,
+            ScanSlot::Var(i) => match &row[*i] {
+                Some(held) => held == k,
+                None => {
+                    row[*i] = Some(k.clone());
+                    true
+                }
+            },
+        }
     }
 }
 
