@@ -22,8 +22,8 @@
 //! transactions on them can go to the log).
 //!
 //! Memory: an attribute costs 16 bytes per datom (entity, tx), its values (8 bytes, or a shared string), 4 bytes
-//! per datom for the tx order (`since` reads) and 4 for the value order; [`EntityIndex::bytes`] reports the total and an attribute that would pass
-//! the budget is not indexed (its queries take the general path).
+//! per datom for the tx order (`since` reads) and 4 for the value order; [`EntityIndex::bytes`] reports the total
+//! and an attribute that would pass the budget is not indexed (its queries take the general path).
 
 use crate::error::Result;
 use crate::value::Val;
