@@ -87,8 +87,8 @@ pub struct EntityPlan {
     /// (scalars and collections, whose values are deduplicated; not relations), every step gives at most one row
     /// per datom and binds every position that could tell two of its datoms apart (a `_` value of a
     /// cardinality-one attribute, a `_` entity of a unique one), and the find holds every variable once but those
-    /// a scalar or tuple input binds (one value in every row). The
-    /// transactor keeps cardinality one and uniqueness, now and at every tx, so this holds as of any tx too.
+    /// a scalar or tuple input binds (one value in every row). The transactor keeps cardinality one and
+    /// uniqueness, now and at every tx, so this holds as of any tx too.
     pub distinct: bool,
     /// The output columns that are `(pull ?e pattern)` find elements: (column, the pattern as EDN text). Such a
     /// column's variable holds the entity; the caller pulls it (`crate::pull::entity_path_pattern`).

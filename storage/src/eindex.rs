@@ -679,7 +679,20 @@ impl AttrIndex {
 
     /// The entities whose value is `v` now or as of tx `as_of` (None when the attribute has no value order).
     pub fn entities(&self, v: &IKey, as_of: Option<i64>, out: &mut Vec<i64>) -> Option<()> {
+        self.entities_at(v, as_of, None, out)
+    }
+
+    /// The entities whose current value `v` was asserted after tx `since` (None when the attribute has no value
+    /// order).
+    pub fn entities_since(&self, v: &IKey, since: i64, out: &mut Vec<i64>) -> Option<()> {
+        self.entities_at(v, None, Some(since), out)
+    }
+
+    /// [`AttrIndex::entities`] as of `as_of`, keeping only assertions after `since` (never both: a since read is
+    /// of now).
+    fn entities_at(&self, v: &IKey, as_of: Option<i64>, since: Option<i64>, out: &mut Vec<i64>) -> Option<()> {
         let order = self.base.by_v.as_ref()?;
+        let after = |tx: i64| since.is_none_or(|s| tx > s);
         let (vs, es) = (&self.base.v, &self.base.e);
         let lo = self.base.first_of_value(order, v);
         for &r in &order[lo..] {
@@ -691,6 +704,7 @@ impl AttrIndex {
             if (!self.novelty_may_hold(e)
                 || (!self.gone.contains(&(e, v.clone())) && !self.added.contains_key(&(e, v.clone()))))
                 && (as_of.is_none() || visible(self.base.tx[r], None, as_of))
+                && after(self.base.tx[r])
             {
                 out.push(e);
             }
@@ -699,7 +713,10 @@ impl AttrIndex {
             if av != v {
                 break;
             }
-            if as_of.is_none() || self.added.get(&(*e, v.clone())).is_some_and(|tx| visible(*tx, None, as_of)) {
+            // a read of now needs no tx, unless it keeps to the assertions after `since`
+            if (as_of.is_none() && since.is_none())
+                || self.added.get(&(*e, v.clone())).is_some_and(|tx| visible(*tx, None, as_of) && after(*tx))
+            {
                 out.push(*e);
             }
         }
@@ -769,35 +786,6 @@ impl AttrIndex {
                 out.push(v.clone());
             }
         });
-    }
-
-    /// The entities whose current value `v` was asserted after tx `since` (None when the attribute has no value
-    /// order).
-    pub fn entities_since(&self, v: &IKey, since: i64, out: &mut Vec<i64>) -> Option<()> {
-        let order = self.base.by_v.as_ref()?;
-        let b = &self.base;
-        for &r in &order[b.first_of_value(order, v)..] {
-            let r = r as usize;
-            if b.v[r] != *v {
-                break;
-            }
-            let e = b.e[r];
-            if b.tx[r] > since
-                && (!self.novelty_may_hold(e)
-                    || (!self.gone.contains(&(e, v.clone())) && !self.added.contains_key(&(e, v.clone()))))
-            {
-                out.push(e);
-            }
-        }
-        for (av, e) in self.added_by_v.range((v.clone(), i64::MIN)..) {
-            if av != v {
-                break;
-            }
-            if self.added.get(&(*e, v.clone())).is_some_and(|tx| *tx > since) {
-                out.push(*e);
-            }
-        }
-        Some(())
     }
 
     /// Current datoms: the base's less those retracted or asserted again since, plus the novelty's.
