@@ -270,3 +270,43 @@ def test_many_writers_equal_their_replay(indexed, tmp_path):
     assert [e for _, e in replayed] == [None] * len(acked)
     assert [t for t, _ in replayed] == [t for t, _ in acked], "the same tx entids in the same order"
     assert log(con) == log(ref)
+
+
+@pytest.mark.parametrize("preserve_order", [True, False], ids=["ordered", "unordered"])
+def test_a_transaction_offered_to_two_tasks_runs_once(preserve_order, tmp_path):
+    """mentat_transact offers its call to two DuckDB tasks (functions.rs `OneCall`), which DuckDB makes when
+    `preserve_insertion_order` is off: whichever task runs it, each call is one transaction and one row, and a
+    failing one writes nothing. Sequential calls, then 8 threads at once, 4 DuckDB threads."""
+    con = connect(tmp_path / "t.duckdb")
+    con.execute("SET threads = 4")
+    con.execute(f"SET preserve_insertion_order = {str(preserve_order).lower()}")
+    transact(con, SCHEMA)
+
+    def one(c, n):
+        rows = c.execute("SELECT tx FROM mentat_transact(?)",
+                         [f'[{{:u/email "e{n}" :u/n {n}}}]']).fetchall()
+        assert len(rows) == 1, f"call {n} gave {len(rows)} rows"
+        return rows[0][0]
+
+    txs = [one(con, n) for n in range(60)]
+    assert txs == sorted(set(txs)), "one new tx per call, in call order"
+    with pytest.raises(Exception, match="unique conflict"):  # :u/code is unique: a second holder of "c" fails
+        con.execute("SELECT tx FROM mentat_transact(?)",
+                    ['[{:u/email "e3" :u/code "c"} {:u/email "e4" :u/code "c"}]']).fetchall()
+    acked, lock = [], threading.Lock()
+
+    def writer(w):
+        c = con.cursor()
+        mine = [one(c, 1000 * (w + 1) + i) for i in range(20)]
+        with lock:
+            acked.extend(mine)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(set(acked)) == 160 and not set(acked) & set(txs)
+    ns = sorted(r[0] for r in q(con, "[:find ?n :where [_ :u/n ?n]]"))
+    assert ns == list(range(60)) + [1000 * (w + 1) + i for w in range(8) for i in range(20)]
+    assert q(con, "[:find ?c :where [_ :u/code ?c]]") == [], "the failed transaction wrote nothing"

@@ -170,6 +170,8 @@ pub struct TransactBind {
     edn: String,
     store: StoreName,
     caller: Caller,
+    /// The thread that bound the call: the one that sent the statement ([`OneCall`]).
+    thread: std::thread::ThreadId,
 }
 
 /// Init data of a table function that produces one row: the row is written on the first call only.
@@ -193,6 +195,61 @@ impl Once {
     }
 }
 
+/// Init data of `mentat_transact`: its one row comes from one blocking call (the transaction waits for its group's
+/// COMMIT), and that call should run on the thread that sent the statement.
+///
+/// DuckDB runs a table function's output calls in pipeline tasks, and its own worker threads take tasks from every
+/// connection's queue, so the call can land on a worker while the sending thread busy-waits in DuckDB's execution
+/// loop until it ends (`PendingQueryResult::ExecuteInternal` spins while it has no task of its own: duckdb#22178).
+/// A worker took 3 of 5 sequential calls on an idle machine here, and under 64 native writers the spinning callers
+/// cost a quarter of the throughput (storage/README.md, "Who runs a transaction's call"). So the call is offered to
+/// two tasks (`max_threads` 2): the first task to call claims the work and writes the row; the other returns no rows
+/// at once, except on the sending thread (the one that ran the bind), which sleeps until the claimed call has ended
+/// instead of spinning. DuckDB makes two tasks only where its result collector may run in parallel: with
+/// `preserve_insertion_order` off (the option DuckDB documents for large loads); otherwise the plan has one task and
+/// this is [`Once`].
+pub struct OneCall {
+    /// 0: not claimed; 1: a task runs the call; 2: the call has ended.
+    state: std::sync::Mutex<u8>,
+    ended: std::sync::Condvar,
+}
+
+/// The claim on a [`OneCall`]'s work; dropping it (also when the call fails or panics) marks the call ended and
+/// wakes the sending thread if it waits.
+pub struct Claimed<'a>(&'a OneCall);
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        *self.0.state.lock().unwrap_or_else(|p| p.into_inner()) = 2;
+        self.0.ended.notify_all();
+    }
+}
+
+impl OneCall {
+    pub fn new(info: &InitInfo) -> OneCall {
+        info.set_max_threads(2);
+        OneCall { state: std::sync::Mutex::new(0), ended: std::sync::Condvar::new() }
+    }
+
+    /// The claim when this is the first output call of any task: the caller then does the work and writes the row
+    /// while holding it. Otherwise `output` is emptied and None returned, after waiting for the claimed call to end
+    /// when this thread is `sender` (the bind's thread), so that it sleeps rather than spins in DuckDB's loop.
+    pub fn claim(&self, output: &mut DataChunkHandle, sender: std::thread::ThreadId) -> Option<Claimed<'_>> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if *state == 0 {
+            *state = 1;
+            return Some(Claimed(self));
+        }
+        if std::thread::current().id() == sender {
+            while *state == 1 {
+                state = self.ended.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        output.set_len(0);
+        None
+    }
+}
+
 /// Writes one row of i64 values (BIGINT or TIMESTAMPTZ columns, in order) and sets the output to one row.
 pub fn put_row(output: &mut DataChunkHandle, values: &[i64]) {
     for (i, x) in values.iter().enumerate() {
@@ -202,7 +259,7 @@ pub fn put_row(output: &mut DataChunkHandle, values: &[i64]) {
 }
 
 impl VTab for Transact {
-    type InitData = Once;
+    type InitData = OneCall;
     type BindData = TransactBind;
 
     fn bind(bind: &BindInfo) -> Res<TransactBind> {
@@ -215,18 +272,18 @@ impl VTab for Transact {
         crate::nesting::check(&edn, "mentat_transact: the transaction")?;
         let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
         let (caller, store) = caller_and_store(bind, &instance)?;
-        Ok(TransactBind { instance, edn, store, caller })
+        Ok(TransactBind { instance, edn, store, caller, thread: std::thread::current().id() })
     }
 
-    fn init(_: &InitInfo) -> Res<Once> {
-        Ok(Once::new())
+    fn init(info: &InitInfo) -> Res<OneCall> {
+        Ok(OneCall::new(info))
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Res<()> {
-        if !func.get_init_data().first(output) {
-            return Ok(());
-        }
         let b = func.get_bind_data();
+        let Some(_claimed) = func.get_init_data().claim(output, b.thread) else {
+            return Ok(());
+        };
         let report = write_store(&b.instance, &b.caller, &b.store, true, |conn, store| {
             if b.instance.group_commit {
                 storage::group::transact(conn, store, &b.edn)

@@ -41,12 +41,18 @@ pub struct Mentat {
 }
 
 impl Mentat {
-    /// Opens `db` (a store the suite's mentat peer built) with unsigned extensions allowed, loads `ext`, and maps
+    /// Opens `db` (a store the suite's mentat peer built) with unsigned extensions allowed, applies `settings`
+    /// (`name=value` pairs, each sent as `SET name = value`; they are global to the database), loads `ext`, and maps
     /// every issue index to its entity id from the issues' titles.
-    pub fn open(db: &str, ext: &str, w: &Workload) -> Res<Mentat> {
+    pub fn open(db: &str, ext: &str, settings: &[String], w: &Workload) -> Res<Mentat> {
         let cfg = Config::default().allow_unsigned_extensions()?;
         let root = Connection::open_with_flags(db, cfg)?;
-        let version: String = root.query_row("SELECT version()", [], |r| r.get(0))?;
+        let mut version: String = root.query_row("SELECT version()", [], |r| r.get(0))?;
+        for s in settings {
+            let (name, value) = s.split_once('=').ok_or_else(|| format!("--duckdb-set {s}: not name=value"))?;
+            root.execute_batch(&format!("SET {} = {}", name.trim(), value.trim()))?;
+            version = format!("{version}, {}={}", name.trim(), value.trim());
+        }
         root.execute_batch(&format!("LOAD '{}'", ext.replace('\'', "''")))?;
         let mut titles = Vec::with_capacity(w.n_issues);
         {

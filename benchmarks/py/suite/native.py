@@ -79,6 +79,8 @@ def run(res, scale, peers, ds, wd, opts):
                 continue
             ext = os.environ.get("MENTAT_EXTENSION", str(W.ROOT / "build" / "mentat.duckdb_extension"))
             cmd += ["--mentat", str(copy), "--ext", ext]
+            for setting in filter(None, getattr(opts, "native_duckdb_set", "").split(",")):
+                cmd += ["--duckdb-set", setting]
         else:
             cmd += ["--sqlite", str(store)]
         ran.append(p)
