@@ -71,10 +71,26 @@ fn sessions(d: &dyn Driver, n: usize) -> Res<Vec<Box<dyn Session>>> {
     (0..n).map(|_| d.session()).collect()
 }
 
-/// `SELECT 1` from `n` threads for `secs`: the ceiling of any client that sends one statement per operation.
-/// `prepared`: through a statement prepared once per connection (how every workload statement is sent); else
-/// sent as text, parsed and planned on every call (how Python's `execute` sends it).
-pub fn ceiling(d: &dyn Driver, n: usize, secs: f64, prepared: bool) -> Res<Value> {
+/// How [`ceiling`] sends its statement.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Ceiling {
+    /// `SELECT 1` through a statement prepared once per connection (how every workload statement is sent).
+    Prepared,
+    /// `SELECT 1` sent as text, parsed and planned on every call (how Python's `execute` sends it).
+    Text,
+    /// [`crate::Session::table_function1`]: a prepared one-parameter table function call, planned again at every
+    /// execution as every mentat call is.
+    TableFunction,
+}
+
+/// Whether the driver has [`Ceiling::TableFunction`]'s statement.
+pub fn has_table_function(d: &dyn Driver) -> bool {
+    d.session().and_then(|mut s| s.table_function1()).is_ok_and(|v| v.is_some())
+}
+
+/// A one-row statement from `n` threads for `secs`, sent as `how` says: the ceiling of any client that sends one
+/// statement per operation.
+pub fn ceiling(d: &dyn Driver, n: usize, secs: f64, how: Ceiling) -> Res<Value> {
     let mut ss = sessions(d, n)?;
     for s in ss.iter_mut() {
         s.select1()?; // connections are warm before the clock starts
@@ -83,10 +99,14 @@ pub fn ceiling(d: &dyn Driver, n: usize, secs: f64, prepared: bool) -> Res<Value
         let mut lat = Vec::with_capacity(1 << 16);
         while !stop.load(Ordering::Relaxed) {
             let t = Instant::now();
-            let v = if prepared { s.select1()? } else { s.select1_text()? };
+            let v = match how {
+                Ceiling::Prepared => s.select1()?,
+                Ceiling::Text => s.select1_text()?,
+                Ceiling::TableFunction => s.table_function1()?.unwrap_or(0),
+            };
             lat.push(ms_since(t));
             if v != 1 {
-                return Err(wrong(format!("SELECT 1 gave {v}")));
+                return Err(wrong(format!("the ceiling statement gave {v}")));
             }
         }
         Ok(lat)

@@ -160,6 +160,11 @@ impl Session for MentatSession {
         Ok(self.c.query_row("SELECT 1", [], |r| r.get::<_, i32>(0))? as i64)
     }
 
+    fn table_function1(&mut self) -> Res<Option<i64>> {
+        let mut st = self.c.prepare_cached("SELECT count(*) FROM range(?)")?;
+        Ok(Some(st.query_row(params![1i64], |r| r.get::<_, i64>(0))?))
+    }
+
     fn write_state(&mut self, idx: usize, state: &str) -> Res<i64> {
         let edn = format!("[[:db/add {} :issue/state {}]]", self.entid[idx], state);
         self.transact(&edn)

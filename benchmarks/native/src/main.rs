@@ -15,7 +15,8 @@
 //! - `ceiling`: `SELECT 1` at each client count, through a statement prepared once per connection (as the
 //!   workload's statements are sent), then sent as text and planned on every call (`ceiling_text`, as Python's
 //!   `execute` sends it): the most any one-statement-per-operation client of that driver can reach, measured in
-//!   the same run as the figures it bounds;
+//!   the same run as the figures it bounds; for DuckDB also `ceiling_tf`, a prepared one-parameter table function
+//!   call (`SELECT count(*) FROM range(?)`), which DuckDB plans again at every execution as it does mentat's calls;
 //! - `update_heavy`: closed-loop clients, 95% single-datom updates of an issue's state and 5% point reads,
 //!   scrambled Zipfian keys (theta 0.99), at each client count; per-second throughput p1/p50/p99 and latency
 //!   percentiles;
@@ -62,6 +63,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
+use bench::Ceiling;
 use workload::{ScrambledZipf, Workload};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -83,6 +85,12 @@ pub trait Session: Send {
     fn select1(&mut self) -> Res<i64>;
     /// `SELECT 1` sent as text: parsed, planned and run on every call, as Python's `execute` does.
     fn select1_text(&mut self) -> Res<i64>;
+    /// A one-row call of a table function with one parameter, prepared once (`SELECT count(*) FROM range(?)` with
+    /// 1): DuckDB binds and plans such a statement again at every execution, as it does every mentat call, so this
+    /// is the floor under them. None where the driver has no such statement (SQLite).
+    fn table_function1(&mut self) -> Res<Option<i64>> {
+        Ok(None)
+    }
     fn write_state(&mut self, idx: usize, state: &str) -> Res<i64>;
     fn write_label(&mut self, idx: usize, label: &str) -> Res<i64>;
     /// The state(s) of one issue (update_heavy's point read).
@@ -236,12 +244,18 @@ fn run_driver(d: &dyn Driver, a: &Args, w: &Workload, keys: &[usize], wrong: &mu
     }
     let has = |s: &str| a.scenarios.iter().any(|x| x == s);
     if has("ceiling") {
-        // prepared once (the workload's own way of sending statements), then as text on every call
-        for (key, prepared) in [("ceiling", true), ("ceiling_text", false)] {
+        // prepared once (the workload's own way of sending statements), then as text on every call, then a
+        // parameterised table function call (re-planned at every execution, as mentat's calls are)
+        for (key, how) in
+            [("ceiling", Ceiling::Prepared), ("ceiling_text", Ceiling::Text), ("ceiling_tf", Ceiling::TableFunction)]
+        {
+            if how == Ceiling::TableFunction && !bench::has_table_function(d) {
+                continue;
+            }
             let mut m = Map::new();
             for &n in &a.clients {
                 let name = format!("{key} clients={n}");
-                if let Some(v) = scenario(&mut out, wrong, &name, || bench::ceiling(d, n, a.ceiling_time, prepared)) {
+                if let Some(v) = scenario(&mut out, wrong, &name, || bench::ceiling(d, n, a.ceiling_time, how)) {
                     m.insert(n.to_string(), v);
                 }
             }

@@ -106,7 +106,7 @@ def run(res, scale, peers, ds, wd, opts):
             res.add(scale, p, "native", status="error", reason=d.get("reason", "no result")[:300])
             continue
         res.add(scale, p, "native", "engine", extra={"engine": d["engine"]})
-        for key in ("ceiling", "ceiling_text"):
+        for key in ("ceiling", "ceiling_text", "ceiling_tf"):
             for n, s in d.get(key, {}).items():
                 res.add(scale, p, "native", f"{key} clients={n}", st=_st(s))
         for n, u in d.get("update_heavy", {}).items():

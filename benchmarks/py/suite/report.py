@@ -307,15 +307,17 @@ def _native(rows, scale, nat):
             L.append(f"- {r['peer']}: {json.loads(r['extra'])['engine']}")
     L.append("- `SELECT 1` prepared: a statement prepared once per connection, as every workload statement is sent; "
              "as text: parsed and planned on every call, as Python's `execute` sends it (mentat's statements, table "
-             "functions with parameters, are planned again on every call either way). Ratio = update_heavy ops/s over "
-             "the ceiling's at the same thread count.")
+             "functions with parameters, are planned again on every call either way); table function: `SELECT count(*) "
+             "FROM range(?)` prepared, which DuckDB also plans again on every call (DuckDB only): the floor under any "
+             "mentat call. Ratio = update_heavy ops/s over the ceiling's at the same thread count.")
     L.append("")
     clients = sorted({int(r["variant"].rsplit("=", 1)[1]) for r in nat if "clients=" in r["variant"]})
 
     def one(p, v):
         return _one(rows, scale=scale, peer=p, scenario="native", variant=v)
-    L.append("| driver | clients | `SELECT 1` ops/s prepared / as text | update_heavy ops/s | ratio prepared / as "
-             "text | per-second ops p1 / p50 / p99 | update p50 / p95 / p99 ms | read p50 / p99 ms |")
+    L.append("| driver | clients | `SELECT 1` ops/s prepared / as text; table function | update_heavy ops/s | ratio "
+             "prepared / as text; table function | per-second ops p1 / p50 / p99 | update p50 / p95 / p99 ms | "
+             "read p50 / p99 ms |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for p in drivers:
         if not any(r["peer"] == p and r["status"] == "ok" for r in nat):
@@ -323,11 +325,14 @@ def _native(rows, scale, nat):
             continue
         for n in clients:
             c, ct = one(p, f"ceiling clients={n}"), one(p, f"ceiling_text clients={n}")
+            tf = one(p, f"ceiling_tf clients={n}")
             a, w_, r_ = (one(p, f"update_heavy {k} clients={n}") for k in ("all", "writes", "reads"))
-            ceil = f"{f(c['ops_s']) if c else '-'} / {f(ct['ops_s']) if ct else '-'}"
+            ceil = f"{f(c['ops_s']) if c else '-'} / {f(ct['ops_s']) if ct else '-'}" + (
+                f"; {f(tf['ops_s'])}" if tf else "")
             if a and w_:
                 ps = json.loads(a["extra"])
-                ratio = " / ".join(_x(float(a["ops_s"]) / float(x["ops_s"])) if x else "-" for x in (c, ct))
+                ratio = " / ".join(_x(float(a["ops_s"]) / float(x["ops_s"])) if x else "-" for x in (c, ct)) + (
+                    f"; {_x(float(a['ops_s']) / float(tf['ops_s']))}" if tf else "")
                 L.append(f"| {p} | {n} | {ceil} | {f(a['ops_s'])} | {ratio} | {f(ps['p1'])} / {f(ps['p50'])} / "
                          f"{f(ps['p99'])} | {f(w_['p50_ms'])} / {f(w_['p95_ms'])} / {f(w_['p99_ms'])} | "
                          f"{f(r_['p50_ms']) if r_ else '-'} / {f(r_['p99_ms']) if r_ else '-'} |")
