@@ -3,6 +3,7 @@
 //! | function | kind | semantics |
 //! |---|---|---|
 //! | `mentat_transact(edn VARCHAR [, store := VARCHAR])` | table | one Datomic-style transaction, committed on its own |
+//! | `mentat_tx(edn VARCHAR [, store VARCHAR])` | scalar | one transaction per input row, as `mentat_transact`, returning its tx; planned once in a prepared statement (see `txfn.rs`) |
 //! | `mentat_import(source_sql VARCHAR [, store :=, refs :=, missing_refs :=])` | table | every row of a query becomes one entity, in one transaction (see `import.rs`) |
 //! | `mentat_export(dir VARCHAR [, store :=])`, `mentat_import_store(dir VARCHAR [, store :=, snapshot :=])` | table | a whole store to Parquet files and back, same entids; exports into an earlier export's directory add a snapshot (see `import.rs`) |
 //! | `mentat_attach_parquet(dir VARCHAR [, store :=, snapshot :=])` | table | an exported store (its latest or a kept snapshot) opened read-only, its datoms read from the files (see `import.rs`) |

@@ -28,6 +28,7 @@ mod query;
 mod session;
 mod sql;
 mod tokenize;
+mod txfn;
 
 use duckdb::ffi;
 use duckdb::Connection;
@@ -171,6 +172,7 @@ unsafe fn init(
     }
     let registered = query::register(reg, &instance)
         .and_then(|_| sql::register(reg, &instance))
+        .and_then(|_| txfn::register(reg, &instance))
         .and_then(|_| pull::register(reg, &instance))
         .and_then(|_| datoms::register(reg, &instance))
         .and_then(|_| tokenize::register(reg));

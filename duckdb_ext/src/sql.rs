@@ -50,7 +50,7 @@ unsafe extern "C" fn copy(data: *mut c_void) -> *mut c_void {
 }
 
 /// The text of row `row` of a VARCHAR vector, or None for NULL.
-unsafe fn text(vector: ffi::duckdb_vector, row: usize) -> Option<String> {
+pub(crate) unsafe fn text(vector: ffi::duckdb_vector, row: usize) -> Option<String> {
     let validity = ffi::duckdb_vector_get_validity(vector);
     if !validity.is_null() && !ffi::duckdb_validity_row_is_valid(validity, row as u64) {
         return None;

@@ -12,7 +12,15 @@ use duckdb::{params, Config, Connection};
 use crate::workload::{issues_by_title, Workload, Q1, Q2, QLABELS, QREAD, QSTATES, QTITLES_ALL};
 use crate::{Driver, Res, Session};
 
-const TRANSACT: &str = "SELECT tx FROM mentat_transact(?)";
+/// The statement of each write, by `--mentat-write`: `tx` (the scalar function, planned once per connection) or
+/// `transact` (the table function, bound and planned again at every execution).
+pub fn write_statement(how: &str) -> Option<&'static str> {
+    match how {
+        "tx" => Some("SELECT mentat_tx(?)"),
+        "transact" => Some("SELECT tx FROM mentat_transact(?)"),
+        _ => None,
+    }
+}
 const Q: &str = "FROM mentat_q(?, inputs := ?)";
 
 /// The first `cols` columns of every row, each as text (entity ids and other BIGINTs as decimal).
@@ -38,13 +46,15 @@ pub struct Mentat {
     entid: Arc<Vec<i64>>,
     by_e: Arc<HashMap<i64, usize>>,
     version: String,
+    /// The statement every write is sent as ([`write_statement`]).
+    write: &'static str,
 }
 
 impl Mentat {
     /// Opens `db` (a store the suite's mentat peer built) with unsigned extensions allowed, applies `settings`
     /// (`name=value` pairs, each sent as `SET name = value`; they are global to the database), loads `ext`, and maps
     /// every issue index to its entity id from the issues' titles.
-    pub fn open(db: &str, ext: &str, settings: &[String], w: &Workload) -> Res<Mentat> {
+    pub fn open(db: &str, ext: &str, settings: &[String], write: &'static str, w: &Workload) -> Res<Mentat> {
         let cfg = Config::default().allow_unsigned_extensions()?;
         let root = Connection::open_with_flags(db, cfg)?;
         let mut version: String = root.query_row("SELECT version()", [], |r| r.get(0))?;
@@ -63,7 +73,7 @@ impl Mentat {
             }
         }
         let (entid, by_e) = issues_by_title(titles, w.n_issues, db)?;
-        Ok(Mentat { root, entid: Arc::new(entid), by_e: Arc::new(by_e), version })
+        Ok(Mentat { root, entid: Arc::new(entid), by_e: Arc::new(by_e), version, write })
     }
 }
 
@@ -73,11 +83,16 @@ impl Driver for Mentat {
     }
 
     fn engine(&self) -> String {
-        format!("DuckDB {} (libduckdb.so) with the mentat extension", self.version)
+        format!("DuckDB {} (libduckdb.so) with the mentat extension, writes as `{}`", self.version, self.write)
     }
 
     fn session(&self) -> Res<Box<dyn Session>> {
-        Ok(Box::new(MentatSession { c: self.root.try_clone()?, entid: self.entid.clone(), by_e: self.by_e.clone() }))
+        Ok(Box::new(MentatSession {
+            c: self.root.try_clone()?,
+            entid: self.entid.clone(),
+            by_e: self.by_e.clone(),
+            write: self.write,
+        }))
     }
 
     /// Asks each question shape once (so the entity index reads the attributes they need), then waits until no
@@ -108,11 +123,12 @@ pub struct MentatSession {
     c: Connection,
     entid: Arc<Vec<i64>>,
     by_e: Arc<HashMap<i64, usize>>,
+    write: &'static str,
 }
 
 impl MentatSession {
     fn transact(&mut self, edn: &str) -> Res<i64> {
-        let mut st = self.c.prepare_cached(TRANSACT)?;
+        let mut st = self.c.prepare_cached(self.write)?;
         Ok(st.query_row(params![edn], |r| r.get(0))?)
     }
 

@@ -7,7 +7,8 @@
 //!
 //! - **mentat** through `libduckdb.so` (the one npm's `@duckdb/node-bindings-linux-x64` ships, linked by the
 //!   `duckdb` crate through `DUCKDB_LIB_DIR`; see `build.sh`), the extension loaded with `LOAD`, every write a
-//!   `mentat_transact` call (so through the transactor's group commit queue), every read a `mentat_q` call;
+//!   `mentat_tx` call (so through the transactor's group commit queue; `--mentat-write`), every read a `mentat_q`
+//!   call;
 //! - **SQLite** through rusqlite, on the suite's EAV store, with the sqlite peer's settings and SQL.
 //!
 //! Scenarios (each driver in turn, the same code for both):
@@ -33,8 +34,12 @@
 //! mentat-native-bench --data benchmarks/data/xs --mentat WORK/xs/mentat_store.duckdb --ext mentat.duckdb_extension
 //!     --sqlite WORK/xs/sqlite_eav.db [--scenarios ceiling,update_heavy,single_tx,write_mixed]
 //!     [--clients 1,8,64] [--update-time 15] [--mixed-time 10] [--ceiling-time 4]
-//!     [--duckdb-set preserve_insertion_order=false]
+//!     [--duckdb-set preserve_insertion_order=false] [--mentat-write tx|transact]
 //! ```
+//!
+//! `--mentat-write` chooses the statement of mentat's writes: `tx` (the default), `SELECT mentat_tx(?)`, the scalar
+//! function prepared once per connection, or `transact`, `SELECT tx FROM mentat_transact(?)`, the table function
+//! that DuckDB binds and plans again at every execution; the engine string names it.
 //!
 //! `--duckdb-set NAME=VALUE` (repeatable) sets a DuckDB option on mentat's database before the extension loads; the
 //! suite passes `preserve_insertion_order=false`, the setting mentat's README advises for a program with many writer
@@ -119,13 +124,15 @@ struct Args {
     ceiling_time: f64,
     /// `SET name = value` for mentat's database before the extension loads (`--duckdb-set`, repeatable).
     duckdb_set: Vec<String>,
+    /// The statement of mentat's writes (`--mentat-write tx|transact`, [`duck::write_statement`]).
+    mentat_write: &'static str,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!(
         "{msg}\nusage: mentat-native-bench --data DIR [--mentat FILE --ext FILE] [--sqlite FILE] \
          [--scenarios {}] [--clients 1,8,64] [--update-time S] [--mixed-time S] [--ceiling-time S] \
-         [--duckdb-set NAME=VALUE ...]",
+         [--duckdb-set NAME=VALUE ...] [--mentat-write tx|transact]",
         ALL.join(",")
     );
     std::process::exit(2)
@@ -143,6 +150,7 @@ fn parse_args() -> Args {
         mixed_time: 10.0,
         ceiling_time: 4.0,
         duckdb_set: Vec::new(),
+        mentat_write: duck::write_statement("tx").unwrap_or_default(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut it = argv.iter();
@@ -177,6 +185,9 @@ fn parse_args() -> Args {
             "--mixed-time" => a.mixed_time = secs(v),
             "--ceiling-time" => a.ceiling_time = secs(v),
             "--duckdb-set" => a.duckdb_set.push(v.clone()),
+            "--mentat-write" => {
+                a.mentat_write = duck::write_statement(v).unwrap_or_else(|| usage("--mentat-write: tx or transact"))
+            }
             _ => usage(&format!("unknown option {k}")),
         }
     }
@@ -347,7 +358,7 @@ fn main() {
     let mut drivers = Map::new();
     match (&a.mentat, &a.ext) {
         (Some(db), Some(ext)) => {
-            let v = match duck::Mentat::open(db, ext, &a.duckdb_set, &w) {
+            let v = match duck::Mentat::open(db, ext, &a.duckdb_set, a.mentat_write, &w) {
                 Ok(d) => run_driver(&d, &a, &w, &keys, &mut wrong),
                 Err(e) => failed(format!("opening {db} with {ext}: {e}")),
             };
@@ -385,6 +396,7 @@ fn main() {
         "args": {
             "scenarios": a.scenarios, "clients": a.clients, "update_time": a.update_time,
             "mixed_time": a.mixed_time, "ceiling_time": a.ceiling_time, "duckdb_set": a.duckdb_set,
+            "mentat_write": a.mentat_write,
             "writable_issues": w.writable.len(), "zipf_keys": keys.len(),
         },
         "drivers": drivers,

@@ -81,6 +81,7 @@ def run(res, scale, peers, ds, wd, opts):
             cmd += ["--mentat", str(copy), "--ext", ext]
             for setting in filter(None, getattr(opts, "native_duckdb_set", "").split(",")):
                 cmd += ["--duckdb-set", setting]
+            cmd += ["--mentat-write", getattr(opts, "native_mentat_write", "tx")]
         else:
             cmd += ["--sqlite", str(store)]
         ran.append(p)

@@ -349,6 +349,8 @@ def main(argv=None):
     ap.add_argument("--native-duckdb-set", default="preserve_insertion_order=false",
                     help="comma list of NAME=VALUE DuckDB settings for mentat's database in the native driver "
                          "(default: what the README advises for many writer threads; '' for none)")
+    ap.add_argument("--native-mentat-write", default="tx", choices=["tx", "transact"],
+                    help="the native driver's write statement: mentat_tx (scalar, planned once) or mentat_transact")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one peer group, see run_scale
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)

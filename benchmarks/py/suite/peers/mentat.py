@@ -1,4 +1,5 @@
-"""mentat itself (mentat_transact / mentat_q / mentat_pull) and the hand-written DuckDB SQL over its own tables."""
+"""mentat itself (mentat_transact / mentat_tx / mentat_q / mentat_pull) and the hand-written DuckDB SQL over its own
+tables."""
 import json
 import os
 import pathlib
@@ -143,8 +144,9 @@ class MentatSession:
     def norm_pull(self, raw):
         return normalise_pull(raw)
 
+    # single small transactions go through mentat_tx, the scalar function (planned once; README "Many writers")
     def write_state(self, idx, state):
-        return self.c.execute("SELECT tx FROM mentat_transact(?)",
+        return self.c.execute("SELECT mentat_tx(?)",
                               [f"[[:db/add {int(self.p.idx_e[idx])} :issue/state {state}]]"]).fetchall()
 
     def write_states_many(self, pairs):
@@ -157,7 +159,7 @@ class MentatSession:
         return ok
 
     def write_label(self, idx, label):
-        return self.c.execute("SELECT tx FROM mentat_transact(?)",
+        return self.c.execute("SELECT mentat_tx(?)",
                               [f'[[:db/add {int(self.p.idx_e[idx])} :issue/label [:label/name "{label}"]]]']).fetchall()
 
     def point_read(self, idx):
