@@ -7,8 +7,8 @@ strings made hostile, keywords renamed, brackets nested thousands deep, text cut
 escapes inserted), and called with named-parameter values of every kind (wrong types, NULLs, huge numbers, deep
 lists, empty and odd text). Each call must either answer or raise a duckdb.Error whose text names the problem
 (`message_names_the_problem`); the child process must never die or hang (it is restarted on the same store file,
-and the call that killed it is reported); and a rejected write (mentat_transact, mentat_transact_many as a whole,
-mentat_import, mentat_import_store, and every mentat_with) must leave the store's datoms unchanged: after each
+and the call that killed it is reported); and a rejected write (mentat_transact, mentat_tx, mentat_transact_many as a
+whole, mentat_import, mentat_import_store, and every mentat_with) must leave the store's datoms unchanged: after each
 such call the child compares the row counts of every table of the store (DuckDB's catalog keeps them) and the
 checksum of the partitions table with those before; and every 50 calls a checksum of every row of every table
 and of `mentat_datoms('EAVT')`, which must be unchanged unless a write was accepted in those 50 calls (this
@@ -293,9 +293,10 @@ IMPORT_SOURCES = [
 FUNCTIONS = ["mentat_q", "mentat_sql", "mentat_explain", "mentat_transact", "mentat_transact_many", "mentat_with",
              "mentat_pull", "mentat_pull_many", "mentat_datoms", "mentat_schema", "mentat_entity_index",
              "mentat_import", "mentat_export", "mentat_import_store", "mentat_attach_parquet", "pull_in_query",
-             "mentat_fulltext_language", "mentat_sync"]
-WEIGHTS = [30, 5, 3, 25, 4, 4, 8, 4, 6, 1, 1, 4, 0.5, 0.5, 0.5, 3, 0.5, 0.5]
-WRITES = {"mentat_transact", "mentat_transact_many", "mentat_import", "mentat_import_store", "mentat_with", "mentat_fulltext_language"}
+             "mentat_fulltext_language", "mentat_sync", "mentat_tx"]
+WEIGHTS = [30, 5, 3, 25, 4, 4, 8, 4, 6, 1, 1, 4, 0.5, 0.5, 0.5, 3, 0.5, 0.5, 6]
+WRITES = {"mentat_transact", "mentat_transact_many", "mentat_import", "mentat_import_store", "mentat_with",
+          "mentat_fulltext_language", "mentat_tx"}
 
 
 def edn_of(rng, kind, pools):
@@ -326,6 +327,10 @@ def make_call(rng, pools, workdir):
         a, p = edn_arg(rng, edn_of(rng, "txs", pools))
         n, np_ = named(rng, ["store"], pools, 0.05)
         sql, params = f"SELECT * FROM mentat_transact({', '.join([a] + n)})", p + np_
+    elif fn == "mentat_tx":
+        a, params = edn_arg(rng, edn_of(rng, "txs", pools))
+        store = [rng.choice(["'mentat'", "NULL", "'a.b.c'", "42"])] if rng.random() < 0.05 else []
+        sql = f"SELECT mentat_tx({', '.join([a] + store)})"
     elif fn == "mentat_transact_many":
         k = rng.choice([0, 1, 2, 3, 5])
         items = [edn_of(rng, "txs", pools) for _ in range(k)]
