@@ -16,10 +16,12 @@
 //! bound, so `EXPLAIN` and `PREPARE` write nothing. NULL EDN gives NULL and writes nothing. `store` is resolved
 //! against the caller's search path as in every mentat function (scalar functions take no named parameters, so it
 //! is a second argument). Errors: those of `mentat_transact` (malformed EDN, unknown attribute, wrong value type,
-//! unique conflict, `:db/cas` mismatch), naming the offending form; the failing row writes nothing. Rows are
-//! written one after another and the first failure ends the statement: when a statement over many rows fails at
-//! one, the rows before it have been committed as their own transactions, and the error says how many (use
-//! `mentat_transact_many` to get a report per transaction instead).
+//! unique conflict, `:db/cas` mismatch), naming the offending form; the failing row writes nothing. The rows of
+//! one chunk (up to 2,048) are written one after another in order; DuckDB may hand the chunks of a large input to
+//! several threads at once, so across chunks the order is DuckDB's, as for any function over a table. The first
+//! failing row ends the statement: rows written before it stay committed, each its own transaction as separate
+//! `mentat_transact` calls would be, and the error says how many of its chunk were (use `mentat_transact_many` for
+//! a report per transaction).
 
 use crate::query::drop_box;
 use crate::session::Caller;
@@ -73,7 +75,10 @@ unsafe fn execute_inner(
         };
         let fail = |e: String| match committed {
             0 => e,
-            n => format!("{e} (the {n} row(s) before it in this statement were committed, each its own transaction)"),
+            n => format!(
+                "{e} (the {n} row(s) before it in its chunk of the statement's rows were committed, each its own \
+                 transaction)"
+            ),
         };
         crate::nesting::check(&edn, "mentat_tx: the transaction").map_err(|e| fail(e.to_string()))?;
         let store = match columns > 1 {
