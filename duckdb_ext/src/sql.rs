@@ -26,27 +26,45 @@ use planner::layout::{StoreName, DEFAULT_STORE};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
-/// Bind data: the caller's session, read when the calling statement is bound.
+/// Bind data of mentat's scalar functions (`mentat_sql`, `mentat_tx`): the caller's session, read when the calling
+/// statement is bound.
 #[derive(Clone)]
-struct SqlBind {
-    caller: Caller,
+pub(crate) struct CallerBind {
+    pub(crate) caller: Caller,
 }
 
-unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
+/// The bind of mentat's scalar functions: reads the caller's session into [`CallerBind`].
+pub(crate) unsafe extern "C" fn bind_caller(info: ffi::duckdb_bind_info) {
     let caller = std::panic::catch_unwind(|| unsafe {
         let mut ctx: ffi::duckdb_client_context = std::ptr::null_mut();
         ffi::duckdb_scalar_function_get_client_context(info, &mut ctx);
         Caller::from_client_context(ctx)
     })
     .unwrap_or_default();
-    let data = Box::into_raw(Box::new(SqlBind { caller })) as *mut c_void;
-    ffi::duckdb_scalar_function_set_bind_data(info, data, Some(drop_box::<SqlBind>));
+    let data = Box::into_raw(Box::new(CallerBind { caller })) as *mut c_void;
+    ffi::duckdb_scalar_function_set_bind_data(info, data, Some(drop_box::<CallerBind>));
     ffi::duckdb_scalar_function_set_bind_data_copy(info, Some(copy));
 }
 
 unsafe extern "C" fn copy(data: *mut c_void) -> *mut c_void {
-    let b = &*(data as *const SqlBind);
+    let b = &*(data as *const CallerBind);
     Box::into_raw(Box::new(b.clone())) as *mut c_void
+}
+
+/// Hands DuckDB the outcome of a scalar function's call: nothing on success, else the error, or `panicked` when
+/// the call panicked.
+pub(crate) unsafe fn finish_scalar(
+    info: ffi::duckdb_function_info,
+    outcome: std::thread::Result<Result<(), String>>,
+    panicked: &str,
+) {
+    let message = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(_) => panicked.to_string(),
+    };
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
 }
 
 /// The text of row `row` of a VARCHAR vector, or None for NULL.
@@ -65,7 +83,7 @@ unsafe fn execute_inner(
     output: ffi::duckdb_vector,
 ) -> Result<(), String> {
     let instance = &*(ffi::duckdb_scalar_function_get_extra_info(info) as *const Arc<Instance>);
-    let caller = &(*(ffi::duckdb_scalar_function_get_bind_data(info) as *const SqlBind)).caller;
+    let caller = &(*(ffi::duckdb_scalar_function_get_bind_data(info) as *const CallerBind)).caller;
     let rows = ffi::duckdb_data_chunk_get_size(input) as usize;
     let columns = ffi::duckdb_data_chunk_get_column_count(input) as usize;
     let column = |c: usize| (c < columns).then(|| ffi::duckdb_data_chunk_get_vector(input, c as u64));
@@ -170,13 +188,8 @@ unsafe extern "C" fn execute(
     input: ffi::duckdb_data_chunk,
     output: ffi::duckdb_vector,
 ) {
-    let message = match std::panic::catch_unwind(|| unsafe { execute_inner(info, input, output) }) {
-        Ok(Ok(())) => return,
-        Ok(Err(e)) => e,
-        Err(_) => "mentat panicked while compiling the query".to_string(),
-    };
-    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
-    ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
+    let outcome = std::panic::catch_unwind(|| unsafe { execute_inner(info, input, output) });
+    finish_scalar(info, outcome, "mentat panicked while compiling the query");
 }
 
 /// Registers `mentat_sql` with one to four VARCHAR arguments.
@@ -192,7 +205,7 @@ pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) ->
         |f| {
             let extra = Box::into_raw(Box::new(instance.clone())) as *mut c_void;
             ffi::duckdb_scalar_function_set_extra_info(f, extra, Some(drop_box::<Arc<Instance>>));
-            ffi::duckdb_scalar_function_set_bind(f, Some(bind));
+            ffi::duckdb_scalar_function_set_bind(f, Some(bind_caller));
             ffi::duckdb_scalar_function_set_function(f, Some(execute));
         },
     )

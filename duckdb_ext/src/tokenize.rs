@@ -13,7 +13,6 @@
 
 use duckdb::ffi;
 use planner::fulltext::{Analyzer, Postings, DEFAULT_LANGUAGE};
-use std::ffi::CString;
 
 /// The text of row `row` of a VARCHAR vector, or None for NULL.
 unsafe fn text(vector: ffi::duckdb_vector, row: usize) -> Option<&'static str> {
@@ -216,13 +215,8 @@ unsafe fn execute(
     output: ffi::duckdb_vector,
     fill: Fill,
 ) {
-    let message = match std::panic::catch_unwind(|| unsafe { execute_inner(input, output, fill) }) {
-        Ok(Ok(())) => return,
-        Ok(Err(e)) => e,
-        Err(_) => "mentat panicked while tokenizing".to_string(),
-    };
-    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
-    ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
+    let outcome = std::panic::catch_unwind(|| unsafe { execute_inner(input, output, fill) });
+    crate::sql::finish_scalar(info, outcome, "mentat panicked while tokenizing");
 }
 
 unsafe extern "C" fn execute_terms(

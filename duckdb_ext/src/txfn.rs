@@ -24,35 +24,11 @@
 //! a report per transaction).
 
 use crate::query::drop_box;
-use crate::session::Caller;
 use crate::Instance;
 use duckdb::ffi;
 use planner::layout::{StoreName, DEFAULT_STORE};
-use std::ffi::{c_void, CString};
+use std::ffi::c_void;
 use std::sync::Arc;
-
-/// Bind data: the caller's session, read when the calling statement is bound.
-#[derive(Clone)]
-struct TxBind {
-    caller: Caller,
-}
-
-unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
-    let caller = std::panic::catch_unwind(|| unsafe {
-        let mut ctx: ffi::duckdb_client_context = std::ptr::null_mut();
-        ffi::duckdb_scalar_function_get_client_context(info, &mut ctx);
-        Caller::from_client_context(ctx)
-    })
-    .unwrap_or_default();
-    let data = Box::into_raw(Box::new(TxBind { caller })) as *mut c_void;
-    ffi::duckdb_scalar_function_set_bind_data(info, data, Some(drop_box::<TxBind>));
-    ffi::duckdb_scalar_function_set_bind_data_copy(info, Some(copy));
-}
-
-unsafe extern "C" fn copy(data: *mut c_void) -> *mut c_void {
-    let b = &*(data as *const TxBind);
-    Box::into_raw(Box::new(b.clone())) as *mut c_void
-}
 
 /// Runs the rows of one input chunk, writing each tx entid into `output`. On the first failing row: its error,
 /// with how many rows before it in this chunk were committed.
@@ -62,7 +38,7 @@ unsafe fn execute_inner(
     output: ffi::duckdb_vector,
 ) -> Result<(), String> {
     let instance = &*(ffi::duckdb_scalar_function_get_extra_info(info) as *const Arc<Instance>);
-    let caller = &(*(ffi::duckdb_scalar_function_get_bind_data(info) as *const TxBind)).caller;
+    let caller = &(*(ffi::duckdb_scalar_function_get_bind_data(info) as *const crate::sql::CallerBind)).caller;
     let rows = ffi::duckdb_data_chunk_get_size(input) as usize;
     let columns = ffi::duckdb_data_chunk_get_column_count(input) as usize;
     let out = ffi::duckdb_vector_get_data(output) as *mut i64;
@@ -106,13 +82,8 @@ unsafe extern "C" fn execute(
     input: ffi::duckdb_data_chunk,
     output: ffi::duckdb_vector,
 ) {
-    let message = match std::panic::catch_unwind(|| unsafe { execute_inner(info, input, output) }) {
-        Ok(Ok(())) => return,
-        Ok(Err(e)) => e,
-        Err(_) => "mentat panicked while running the transaction".to_string(),
-    };
-    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
-    ffi::duckdb_scalar_function_set_error(info, c.as_ptr());
+    let outcome = std::panic::catch_unwind(|| unsafe { execute_inner(info, input, output) });
+    crate::sql::finish_scalar(info, outcome, "mentat panicked while running the transaction");
 }
 
 /// Registers `mentat_tx` with one or two VARCHAR arguments, returning BIGINT, volatile.
@@ -130,7 +101,7 @@ pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) ->
             ffi::duckdb_scalar_function_set_extra_info(f, extra, Some(drop_box::<Arc<Instance>>));
             ffi::duckdb_scalar_function_set_volatile(f);
             ffi::duckdb_scalar_function_set_special_handling(f);
-            ffi::duckdb_scalar_function_set_bind(f, Some(bind));
+            ffi::duckdb_scalar_function_set_bind(f, Some(crate::sql::bind_caller));
             ffi::duckdb_scalar_function_set_function(f, Some(execute));
         },
     )
