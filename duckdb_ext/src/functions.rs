@@ -127,6 +127,27 @@ pub fn write_store<T>(
     })
 }
 
+/// Runs one EDN transaction on the named store (created when missing) for `caller`: through the store's group
+/// commit (`storage::group::transact`, several callers' transactions applied in one DuckDB transaction with one
+/// commit) unless `MENTAT_GROUP_COMMIT=0` chose the one-at-a-time transactor. Shape: the transaction report (tx
+/// entid, `:db/txInstant`, datom count, tempids), returned once the commit holding it is durable. Errors: the
+/// transactor's (malformed EDN, unknown attribute, wrong value type, unique conflict, cas mismatch), with nothing
+/// of the transaction left behind. Semantics: Datomic's `transact`, serially equivalent in arrival order.
+pub fn transact_one(
+    instance: &Arc<Instance>,
+    caller: &Caller,
+    name: &StoreName,
+    edn: &str,
+) -> Res<storage::transactor::TxReport> {
+    write_store(instance, caller, name, true, |conn, store| {
+        if instance.group_commit {
+            storage::group::transact(conn, store, edn)
+        } else {
+            storage::transactor::transact(conn, store, edn)
+        }
+    })
+}
+
 /// The store the call names (`store :=`, resolved against the caller's session), which must exist.
 fn existing_store(bind: &BindInfo) -> Res<Arc<storage::store::Store>> {
     let instance = instance_of(bind.get_extra_info::<Arc<Instance>>())?;
@@ -285,13 +306,7 @@ impl VTab for Transact {
         let Some(_claimed) = func.get_init_data().claim(output, b.thread) else {
             return Ok(());
         };
-        let report = write_store(&b.instance, &b.caller, &b.store, true, |conn, store| {
-            if b.instance.group_commit {
-                storage::group::transact(conn, store, &b.edn)
-            } else {
-                storage::transactor::transact(conn, store, &b.edn)
-            }
-        })?;
+        let report = transact_one(&b.instance, &b.caller, &b.store, &b.edn)?;
         put_reports(output, &[Ok(report)]);
         Ok(())
     }

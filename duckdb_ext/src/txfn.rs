@@ -63,14 +63,7 @@ unsafe fn execute_inner(
         };
         let name = StoreName::parse(store.as_deref().unwrap_or(DEFAULT_STORE)).map_err(|e| fail(e.to_string()))?;
         let name = instance.resolve(caller, &name).map_err(|e| fail(e.to_string()))?;
-        let report = crate::functions::write_store(instance, caller, &name, true, |conn, store| {
-            if instance.group_commit {
-                storage::group::transact(conn, store, &edn)
-            } else {
-                storage::transactor::transact(conn, store, &edn)
-            }
-        })
-        .map_err(|e| fail(e.to_string()))?;
+        let report = crate::functions::transact_one(instance, caller, &name, &edn).map_err(|e| fail(e.to_string()))?;
         *out.add(row) = report.tx;
         committed += 1;
     }
