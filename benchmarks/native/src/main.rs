@@ -42,9 +42,10 @@
 //! that DuckDB binds and plans again at every execution; the engine string names it.
 //!
 //! `--duckdb-set NAME=VALUE` (repeatable) sets a DuckDB option on mentat's database before the extension loads; the
-//! suite passes `preserve_insertion_order=false`, the setting mentat's README advises for a program with many writer
-//! threads (it lets `mentat_transact` run on the thread that sends it: storage/README.md, "Who runs a transaction's
-//! call"). The engine string in the output names every setting applied.
+//! suite passes `preserve_insertion_order=false` and `threads=1`, the settings mentat's README advises for a program
+//! with many writer threads (the first lets `mentat_transact` run on the thread that sends it, the second keeps every
+//! statement there: storage/README.md, "Who runs a transaction's call" and "No DuckDB worker threads for many native
+//! writers"). The engine string in the output names every setting applied.
 //!
 //! `mentat-native-bench --soak PLAN.json` runs issue 17's soak from native threads (`soak.rs`; `benchmarks/py/soak.py
 //! --driver native` writes the plan and runs it).

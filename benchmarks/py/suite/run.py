@@ -346,7 +346,7 @@ def main(argv=None):
     ap.add_argument("--update-time", type=float, default=15.0)
     ap.add_argument("--clients", default="1,2,4,8,32")
     ap.add_argument("--native-clients", default="1,8,64", help="client threads of the native driver's runs")
-    ap.add_argument("--native-duckdb-set", default="preserve_insertion_order=false",
+    ap.add_argument("--native-duckdb-set", default="preserve_insertion_order=false,threads=1",
                     help="comma list of NAME=VALUE DuckDB settings for mentat's database in the native driver "
                          "(default: what the README advises for many writer threads; '' for none)")
     ap.add_argument("--native-mentat-write", default="tx", choices=["tx", "transact"],
