@@ -16,6 +16,37 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long mimalloc keeps pages that mentat freed before it gives them back to the operating system, in
+/// milliseconds (mimalloc's `purge_delay`; its own default is 10, and whole arenas wait `arena_purge_mult`, 10,
+/// times as long). A transaction's EDN tree and terms are freed at its end and the next one allocates as much
+/// again: with 10 ms a bulk load through `mentat_transact` gave its pages back between calls and had the kernel
+/// zero fresh ones for the next (`clear_page_erms`, 5 to 8% of the load's CPU). Measured in storage/README.md
+/// "Allocation". A host that sets `MIMALLOC_PURGE_DELAY` (or the older `MIMALLOC_RESET_DELAY`) keeps its value.
+const PURGE_DELAY_MS: std::ffi::c_long = 1000;
+
+/// `mi_option_purge_delay` in mimalloc 2's `mi_option_t` (its 16th option; `include/mimalloc.h`).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+extern "C" {
+    // mimalloc's own option functions, linked in with the allocator above (`libmimalloc-sys` declares them only
+    // behind its `extended` feature, which needs another crate for two C types).
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+    fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+}
+
+/// Sets mimalloc's purge delay to [`PURGE_DELAY_MS`] unless the environment chose one; returns the delay in force.
+fn set_purge_delay() -> std::ffi::c_long {
+    let chosen = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"].iter().any(|k| std::env::var_os(k).is_some());
+    // SAFETY: plain calls into the statically linked mimalloc; an option set while other threads allocate is read
+    // by them at their next purge (a single word)
+    unsafe {
+        if !chosen {
+            mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
+        }
+        mi_option_get(MI_OPTION_PURGE_DELAY)
+    }
+}
+
 mod datoms;
 mod entity;
 mod functions;
@@ -108,6 +139,7 @@ unsafe fn init(
     info: ffi::duckdb_extension_info,
     access: *const ffi::duckdb_extension_access,
 ) -> Result<bool, Box<dyn Error>> {
+    set_purge_delay();
     let get_api = (*access).get_api.ok_or("DuckDB gave no get_api function")?;
     let api = get_api(info, CAPI_VERSION.as_ptr()) as *const ffi::duckdb_ext_api_v1;
     if api.is_null() {
@@ -229,5 +261,19 @@ mod tests {
         assert!(parse_version("v1.5.1").unwrap() < MIN_DUCKDB);
         assert!(parse_version("v2.0.0").unwrap() >= MIN_DUCKDB);
         assert_eq!(parse_version("garbage"), None);
+    }
+
+    /// The option number is mimalloc 2's `mi_option_purge_delay`: before it is set it reads mimalloc's documented
+    /// default of 10 ms (or the environment's value), after it reads ours.
+    #[test]
+    fn the_purge_delay_is_mimallocs_option() {
+        let before = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
+        match std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse::<std::ffi::c_long>().ok()) {
+            Some(v) => assert_eq!(before, v),
+            None => {
+                assert_eq!(before, 10);
+                assert_eq!(set_purge_delay(), PURGE_DELAY_MS);
+            }
+        }
     }
 }
