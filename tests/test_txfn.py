@@ -19,24 +19,44 @@ def tx(con, edn, store=None):
     return con.execute("SELECT mentat_tx(?)", [edn]).fetchall()[0][0]
 
 
+def sql_string(text):
+    """README "Many writers": the EDN as a DuckDB string literal, quotes doubled."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+_PREPARED = {}
+
+
+def tx_executed(con, edn):
+    """The README's recipe for Python writers: `SELECT mentat_tx(?)` prepared once per connection with DuckDB's
+    PREPARE, each transaction sent as `EXECUTE` with its EDN as a string literal."""
+    if id(con) not in _PREPARED:
+        con.execute("PREPARE mentat_write AS SELECT mentat_tx(?)")
+        _PREPARED[id(con)] = con  # held, so that no later connection gets its id
+    return con.execute(f"EXECUTE mentat_write({sql_string(edn)})").fetchall()[0][0]
+
+
 def ns(con, store=None):
     extra = {"store": store} if store else {}
     return sorted(r[0] for r in q(con, "[:find ?n :where [_ :u/n ?n]]", **extra))
 
 
+@pytest.mark.parametrize("send", ["parameter", "execute"])
 @pytest.mark.parametrize("seed", range(3))
-def test_random_transactions_equal_mentat_transact(seed, tmp_path):
+def test_random_transactions_equal_mentat_transact(seed, send, tmp_path):
     """80 random transactions (upserts, lookup refs, cas right and wrong, retractions, retractEntity, schema
     changes, failures) through mentat_tx and through mentat_transact, each into its own store: the same tx entid
-    for each, the same ones fail, and the two datom logs are identical."""
+    for each, the same ones fail, and the two datom logs are identical. mentat_tx is sent both ways: a statement
+    with a parameter, and the README's recipe (PREPARE once, EXECUTE with a string literal)."""
     rng = random.Random(seed)
     txs = [random_tx(rng, i) for i in range(80)]
     a, b = connect(tmp_path / "a.duckdb"), connect(tmp_path / "b.duckdb")
-    assert tx(b, SCHEMA) == transact(a, SCHEMA)["tx"]
+    write = tx if send == "parameter" else tx_executed
+    assert write(b, SCHEMA) == transact(a, SCHEMA)["tx"]
     b_out = []
     for t in txs:
         try:
-            b_out.append((tx(b, t), None))
+            b_out.append((write(b, t), None))
         except Exception as e:  # noqa: BLE001 - compared below
             b_out.append((None, str(e)))
     a_out = one_by_one(a, txs)
@@ -114,3 +134,15 @@ def test_many_threads(con):
         th.join()
     assert len(set(got)) == 200
     assert ns(con) == sorted(100 * w + i for w in range(8) for i in range(25))
+
+
+def test_the_execute_recipe_stores_hostile_strings_verbatim(con):
+    """Strings sent through the README's EXECUTE recipe come back as they were written, and a string that looks
+    like SQL stays a string: single and double quotes, backslashes, newlines, SQL text, emoji and combining marks."""
+    transact(con, SCHEMA)
+    values = ["it's", "''", "a\\b", 'say \\"hi\\"', "line\nbreak", "x'); DROP TABLE t; --", "🦆 e\u0301", "'"]
+    for i, v in enumerate(values):
+        edn_string = v.replace("\\", "\\\\").replace('"', '\\"')
+        assert tx_executed(con, f'[{{:u/email "h{i}@x" :u/tag "{edn_string}"}}]') > 0
+    got = dict(q(con, '[:find ?m ?t :where [?e :u/email ?m] [?e :u/tag ?t]]'))
+    assert got == {f"h{i}@x": v for i, v in enumerate(values)}

@@ -52,7 +52,7 @@ class Arg:
 
 def call(sess, scenario, arg):
     """Runs one question; returns the raw answer."""
-    if scenario in ("q3", "q4", "since", "floor"):
+    if scenario in ("q3", "q4", "since", "floor", "floor_prepared"):
         return getattr(sess, scenario)()
     return getattr(sess, scenario)(arg)
 

@@ -220,6 +220,17 @@ def _summary(rows, res, meta, charts):
             else:
                 L.append(f"| {p} | {_cell(rows, scale, p, 'update_heavy')} | | | |")
         L.append("")
+        for p in peers:
+            a = _one(rows, scale=scale, peer=p, scenario="update_heavy", variant="all")
+            ct = _one(rows, scale=scale, peer=p, scenario="update_heavy", variant="ceiling floor clients=64")
+            cp = _one(rows, scale=scale, peer=p, scenario="update_heavy", variant="ceiling floor_prepared clients=64")
+            if a and ct and cp:
+                L.append(f"- {p}: the same Python client's `SELECT 1` at 64 threads, {f(ct['ops_s'])} ops/s sent as text "
+                         f"(planned at every call), {f(cp['ops_s'])} as `EXECUTE` of a statement prepared once per "
+                         f"connection (as mentat's writes are sent); update_heavy is "
+                         f"{float(a['ops_s']) / float(ct['ops_s']):.2f}x / {float(a['ops_s']) / float(cp['ops_s']):.2f}x "
+                         "of them")
+        L.append("")
         if any(r["scenario"] == "update_heavy" and r["variant"].endswith("clients=1") for r in rows if r["scale"] == scale):
             L.append("update_heavy at 1 and 8 clients: ops/s (per-second p1 / p50 / p99; update p50 / p95 / p99 ms)")
             L.append("")

@@ -191,6 +191,13 @@ def writes(res, scale, peer, ds, opts, scenarios):
                 res.add(scale, peer.name, "update_heavy", "all" + tag, st=out["all"], extra=out["per_second"])
                 res.add(scale, peer.name, "update_heavy", "writes" + tag, st=out["writes"])
                 res.add(scale, peer.name, "update_heavy", "reads" + tag, st=out["reads"])
+        # the same Python client's ceilings at 64 threads: `SELECT 1` sent as text (planned at every call) and as
+        # `EXECUTE` of a statement prepared once per connection (how the mentat peer sends its writes)
+        for sc in ("floor", "floor_prepared"):
+            if not peer.unsupported("update_heavy") and hasattr(peer.session(), sc):
+                out = guarded(res, scale, peer.name, "update_heavy", lambda sc=sc: bench.sweep(peer, ds, opts, [64], [sc]))
+                if out:
+                    res.add(scale, peer.name, "update_heavy", f"ceiling {sc} clients=64", st=out[64])
     if "single_tx" in scenarios:
         out = attempt(res, scale, peer, "single_tx", lambda: bench.single_tx(peer, ds, opts))
         if out:

@@ -176,7 +176,7 @@ def _fail(scenario, peer, msg):
 
 def check(scenario, rows, ds, peer, arg=None):
     t = ds.truth
-    if scenario == "floor":
+    if scenario in ("floor", "floor_prepared"):
         if [tuple(r) for r in rows] != [(1,)]:
             _fail(scenario, peer, f"SELECT 1 gave {rows[:3]}")
     elif scenario == "q1":
