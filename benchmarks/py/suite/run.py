@@ -193,8 +193,9 @@ def writes(res, scale, peer, ds, opts, scenarios):
                 res.add(scale, peer.name, "update_heavy", "reads" + tag, st=out["reads"])
         # the same Python client's ceilings at 64 threads: `SELECT 1` sent as text (planned at every call) and as
         # `EXECUTE` of a statement prepared once per connection (how the mentat peer sends its writes)
+        probe = None if peer.unsupported("update_heavy") else peer.session()  # one session: what its client sends
         for sc in ("floor", "floor_prepared"):
-            if not peer.unsupported("update_heavy") and hasattr(peer.session(), sc):
+            if probe is not None and hasattr(probe, sc):
                 out = guarded(res, scale, peer.name, "update_heavy", lambda sc=sc: bench.sweep(peer, ds, opts, [64], [sc]))
                 if out:
                     res.add(scale, peer.name, "update_heavy", f"ceiling {sc} clients=64", st=out[64])
