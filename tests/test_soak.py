@@ -40,3 +40,21 @@ def test_the_native_driver_for_30_seconds(tmp_path):
     assert sum(w["reads"] for w in r["windows"]) > 100 and sum(w["writes"] for w in r["windows"]) > 10
     # every question was asked in every window
     assert all(set(w["per_question"]) == set(soak.READS) for w in r["windows"])
+
+
+
+@pytest.mark.parametrize("driver", ["python", "native"])
+def test_the_soak_takes_duckdbs_settings(tmp_path, driver):
+    """`--threads`, `--memory-limit` and `--checkpoint-threshold` reach the DuckDB that runs the soak (read back there
+    with `current_setting`; DuckDB reads "200MB" as 200 * 10^6 bytes and writes it back in MiB), and the soak's
+    checks hold under them."""
+    if driver == "native" and not soak.native.BIN.exists():
+        pytest.skip("benchmarks/native is not built (CI builds it only with MENTAT_NATIVE_BUILD=1)")
+    r = soak.run("xs", 8, workdir=tmp_path, quiet=True, driver=driver, threads=1, memory_limit="200MB",
+                 checkpoint_threshold="4MB")
+    s = r["duckdb_settings"]
+    assert int(s["threads"]) == 1
+    assert s["memory_limit"] == "190.7 MiB", s
+    assert s["checkpoint_threshold"] == "3.8 MiB", s
+    assert r["memory_limit"] == "200MB" and r["checkpoint_threshold"] == "4MB" and r["threads"] == 1
+    assert r["errors"] == [] and r["lost_labels"] == 0 and r["retracted_labels_left"] == 0

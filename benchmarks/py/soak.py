@@ -83,17 +83,21 @@ class Opts:
 
 
 def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=None, writes_mode="steady",
-        memory_limit=None, threads=None, writer_kind="mixed", driver="python"):
+        memory_limit=None, threads=None, writer_kind="mixed", driver="python", checkpoint_threshold=None):
     """Runs the soak; returns its report (a dict). `seconds` is the length of the read/write phase; `writes_mode`
     is "steady" (500-entity transactions label 500 issues, then retract those labels) or "growing" (they label 500
     issues, then add 500 new users). `memory_limit` (DuckDB's setting, e.g. "300MB"), set after the load, bounds
     DuckDB's buffer pool: what grows beyond it is memory kept outside DuckDB's cache. `threads` sets DuckDB's
     worker threads for the run (1: each statement runs on its caller's thread alone). `writer_kind` is "mixed" (the
     soak's writes), "single" (its single-datom transactions only) or "none" (readers alone): diagnostics of the
-    readers' tails. `driver` "native" runs the readers and the writer from native threads instead (`run_native`)."""
+    readers' tails. `driver` "native" runs the readers and the writer from native threads instead (`run_native`).
+    `checkpoint_threshold` sets DuckDB's setting of that name (the WAL size, e.g. "4MB", at which DuckDB
+    checkpoints by itself; DuckDB's default is 16MB) for the run, with either driver."""
     assert writes_mode in ("steady", "growing"), writes_mode
-    assert driver == "python" or (writes_mode == "steady" and writer_kind == "mixed" and not memory_limit), \
-        "the native driver runs the default soak (with --threads or not) only"
+    assert driver == "python" or (writes_mode == "steady" and writer_kind == "mixed"), \
+        "the native driver runs the default soak (with DuckDB's settings or not) only"
+    # DuckDB's settings for the run, into the report (`threads` names the reader threads further down)
+    settings = {"threads": threads, "memory_limit": memory_limit, "checkpoint_threshold": checkpoint_threshold}
     if driver == "native" and not native.BIN.exists():
         raise SystemExit(f"soak: {native.BIN} is not built (bash benchmarks/native/build.sh)")
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
@@ -108,10 +112,16 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         peer.con.execute(f"SET memory_limit = '{memory_limit}'")
     if threads:
         peer.con.execute(f"SET threads = {int(threads)}")
+    if checkpoint_threshold:
+        peer.con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
+    # as DuckDB holds them (the native driver reads its own back the same way)
+    settings["duckdb_settings"] = dict(zip(("threads", "memory_limit", "checkpoint_threshold"), peer.con.execute(
+        "SELECT current_setting('threads'), current_setting('memory_limit'), "
+        "current_setting('checkpoint_threshold')").fetchone()))
     say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
     minute = 60 if seconds >= 120 else max(seconds / 4, 1)
     if driver == "native":
-        return run_native(peer, ds, workdir, seconds, minute, readers, say, threads)
+        return run_native(peer, ds, workdir, seconds, minute, readers, say, threads, checkpoint_threshold, memory_limit)
     protected = sorted(ds.protected_idxs())
     writable = ds.writable_idxs()
     labels = [r[1] for r in ds.labels]
@@ -258,7 +268,8 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     report = {"driver": "python", "scale": scale, "seconds": seconds, "readers": readers, "window_s": minute, "windows": [],
               "errors": errors, "new_users": len(new_users), "lost_users": lost_users,
               "labelled_issues": int(labelled.sum()), "lost_labels": lost_labels, "writes_mode": writes_mode,
-              "retracted_labels": n_retracted[0], "retracted_labels_checked": len(retracted), "retracted_labels_left": left_retracted}
+              "retracted_labels": n_retracted[0], "retracted_labels_checked": len(retracted), "retracted_labels_left": left_retracted,
+              **settings}
     for w in range(windows):
         xs = [x for r in lat for ys in r[w].values() for x in ys]
         per = {}
@@ -276,14 +287,16 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
     return report
 
 
-def run_native(peer, ds, workdir, seconds, minute, readers, say, threads=None):
+def run_native(peer, ds, workdir, seconds, minute, readers, say, threads=None, checkpoint_threshold=None,
+               memory_limit=None):
     """The soak's readers and writer from native threads: the scale suite's native driver (`benchmarks/native`,
     `--soak`, built by `bash benchmarks/native/build.sh`) on a copy of the store `peer` built, in the storage
     format its libduckdb reads. Python's readers share one interpreter lock, which DuckDB's Python client takes
     again after every statement, chunk and check for a signal; perf put about half of the Python readers' time
     waiting for it (storage/README.md "The soak's tails come from the client"). Here the plan holds every answer's
     truth from the same generator, the binary asks and checks, and `judge` applies the same rules to its report
-    (windows of `minute` seconds; `threads`, when given, is DuckDB's threads setting in the native process)."""
+    (windows of `minute` seconds; `threads`, `checkpoint_threshold` and `memory_limit`, when given, are DuckDB's
+    settings of those names in the native process)."""
     probes = []
     for p in ds.truth["probe_users"]:
         issues = ds.assigned(p["email"])
@@ -300,6 +313,7 @@ def run_native(peer, ds, workdir, seconds, minute, readers, say, threads=None):
             "queries": {"q1": W.Q1, "q2": W.Q2, "q4": W.Q4, "labels": QLABELS},
             "users": [[e, n] for _, e, n in ds.users], "probes": probes, "as_of_tx": int(peer.last_initial_tx),
             "q4_min": 4, "q4_count": q4, "pull": pull, "threads": threads,
+            "checkpoint_threshold": checkpoint_threshold, "memory_limit": memory_limit,
             "writable": [int(peer.idx_e[i]) for i in ds.writable_idxs()], "labels": [r[1] for r in ds.labels]}
     # the copy is made through the peer's own connection: mentat's connections keep the database open in this
     # process for as long as it lives, so the file cannot be attached a second time here; the log is applied
@@ -323,7 +337,8 @@ def run_native(peer, ds, workdir, seconds, minute, readers, say, threads=None):
         raise SystemExit(f"soak: the native driver exited with code {r.returncode}")
     report = json.loads(r.stdout)
     report.update({"driver": "native", "scale": ds.truth["scale"], "seconds": seconds, "readers": readers,
-                   "window_s": minute, "writes_mode": "steady", "threads": threads})
+                   "window_s": minute, "writes_mode": "steady", "threads": threads,
+                   "checkpoint_threshold": checkpoint_threshold, "memory_limit": memory_limit})
     for row in report["windows"]:
         for k in ("p50_ms", "p99_ms", "rss_mb", "duckdb_mb", "entity_index_mb"):
             row[k] = round(row[k], 3) if row[k] is not None else None
@@ -390,6 +405,8 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit during the run, e.g. 300MB")
     ap.add_argument("--threads", type=int, default=None,
                     help="DuckDB's threads setting during the run (default: DuckDB's own, one per core)")
+    ap.add_argument("--checkpoint-threshold", default=None,
+                    help="DuckDB's checkpoint_threshold during the run, e.g. 4MB (default: DuckDB's own, 16MB)")
     ap.add_argument("--writer", default="mixed", choices=["mixed", "single", "none"],
                     help="mixed: the soak's writes; single: single-datom transactions only; none: readers alone "
                          "(diagnostics of the readers' tails)")
@@ -404,7 +421,7 @@ def main(argv=None):
         sys.setswitchinterval(o.switch_interval / 1000)
     seconds = o.seconds if o.seconds is not None else o.minutes * 60
     report = run(o.scale, seconds, o.workdir, writes_mode=o.writes, memory_limit=o.memory_limit, threads=o.threads,
-                 writer_kind=o.writer, driver=o.driver)
+                 writer_kind=o.writer, driver=o.driver, checkpoint_threshold=o.checkpoint_threshold)
     if o.out:
         pathlib.Path(o.out).write_text(json.dumps(report, indent=1))
     return 0 if report["passed"] else 1

@@ -14,8 +14,9 @@
 //! q4, labels: the suite's query texts), `users` ([email, name] of every user: q1's keys), `probes` ([{email,
 //! final: [[title, state]], initial: [[title, state]]}]: q2's and as_of's keys, the probe users), `as_of_tx`,
 //! `q4_min`, `q4_count`, `pull` ([{e, title, state, priority, labels}]: the protected issues), `writable` (entity
-//! ids of the issues the writer may label), `labels` (label names) and `threads` (DuckDB's threads setting for the
-//! run, or null for DuckDB's own).
+//! ids of the issues the writer may label), `labels` (label names), `threads` (DuckDB's threads setting for the
+//! run, or null for DuckDB's own), `checkpoint_threshold` and `memory_limit` (DuckDB's settings, e.g. "4MB", or
+//! null for its own).
 //!
 //! Readers cycle q1, q2, q4, pull `[*]` and as_of (reader i starts at question i), keys drawn uniformly (seeded by
 //! the reader's number), every answer checked in the loop (a few microseconds here, where in Python the check held the
@@ -88,6 +89,8 @@ struct Plan {
     writable: Vec<i64>,
     labels: Vec<String>,
     threads: Option<u64>,
+    checkpoint_threshold: Option<String>,
+    memory_limit: Option<String>,
 }
 
 impl Plan {
@@ -134,6 +137,8 @@ impl Plan {
             pull,
             writable: v["writable"].as_array().ok_or("plan: no writable")?.iter().filter_map(|x| x.as_i64()).collect(),
             threads: v["threads"].as_u64(),
+            checkpoint_threshold: v["checkpoint_threshold"].as_str().map(str::to_string),
+            memory_limit: v["memory_limit"].as_str().map(str::to_string),
             labels: v["labels"]
                 .as_array()
                 .ok_or("plan: no labels")?
@@ -325,6 +330,19 @@ pub fn run(path: &str) -> Res<Value> {
     if let Some(n) = p.threads {
         root.execute_batch(&format!("SET threads = {n}"))?;
     }
+    for (name, value) in [("checkpoint_threshold", &p.checkpoint_threshold), ("memory_limit", &p.memory_limit)] {
+        if let Some(v) = value {
+            root.execute_batch(&format!("SET {name} = '{}'", v.replace('\'', "''")))?;
+        }
+    }
+    // the settings as DuckDB holds them for the run, into the report
+    let settings: String = root.query_row(
+        "SELECT json_object('threads', current_setting('threads'), 'memory_limit', current_setting('memory_limit'), \
+         'checkpoint_threshold', current_setting('checkpoint_threshold'))::VARCHAR",
+        [],
+        |r| r.get(0),
+    )?;
+    let settings: Value = serde_json::from_str(&settings)?;
     // every question once (the entity index reads the attributes they need), then until nothing is being read
     for (k, sc) in READS.iter().enumerate() {
         ask(&root, &p, sc, k)?;
@@ -497,6 +515,7 @@ pub fn run(path: &str) -> Res<Value> {
     Ok(json!({
         "driver": "mentat-native-bench --soak",
         "engine": format!("DuckDB {version} (libduckdb.so) with the mentat extension"),
+        "duckdb_settings": settings,
         "windows": rows,
         "errors": errors.into_inner().unwrap(),
         "labelled_issues": w.labelled.len(),
