@@ -42,7 +42,6 @@ def test_the_native_driver_for_30_seconds(tmp_path):
     assert all(set(w["per_question"]) == set(soak.READS) for w in r["windows"])
 
 
-
 @pytest.mark.parametrize("driver", ["python", "native"])
 def test_the_soak_takes_duckdbs_settings(tmp_path, driver):
     """`--threads`, `--memory-limit` and `--checkpoint-threshold` reach the DuckDB that runs the soak (read back there

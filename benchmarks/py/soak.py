@@ -115,14 +115,14 @@ def run(scale="s", seconds=600, workdir=None, quiet=False, readers=8, data_root=
         peer.con.execute(f"SET threads = {int(threads)}")
     if checkpoint_threshold:
         peer.con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
-    # as DuckDB holds them (the native driver reads its own back the same way)
-    settings["duckdb_settings"] = dict(zip(("threads", "memory_limit", "checkpoint_threshold"), peer.con.execute(
-        "SELECT current_setting('threads'), current_setting('memory_limit'), "
-        "current_setting('checkpoint_threshold')").fetchone()))
     say(f"soak: scale {scale} loaded in {time.perf_counter() - t0:.1f} s; {readers} readers, 1 writer, {seconds} s")
     minute = 60 if seconds >= 120 else max(seconds / 4, 1)
     if driver == "native":
         return run_native(peer, ds, workdir, seconds, minute, readers, say, threads, checkpoint_threshold, memory_limit)
+    # as DuckDB holds them in this process (the native driver reads its own process's back the same way)
+    settings["duckdb_settings"] = dict(zip(("threads", "memory_limit", "checkpoint_threshold"), peer.con.execute(
+        "SELECT current_setting('threads'), current_setting('memory_limit'), "
+        "current_setting('checkpoint_threshold')").fetchone()))
     protected = sorted(ds.protected_idxs())
     writable = ds.writable_idxs()
     labels = [r[1] for r in ds.labels]
