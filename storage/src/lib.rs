@@ -3,6 +3,7 @@
 //! Everything here runs over a `duckdb::Connection` that the extension hands in; the crate itself never
 //! decides which DuckDB it talks to.
 
+pub mod compact;
 pub mod eindex;
 pub mod error;
 pub mod fulltext;
