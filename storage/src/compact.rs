@@ -18,7 +18,9 @@
 //! SELECT`, `DROP TABLE`, `ALTER TABLE ... RENAME`, and the ART index of a unique attribute again. Readers whose
 //! transactions began before it go on reading the old table (DuckDB's catalog is versioned), later ones read the
 //! new one; prepared statements are bound again by DuckDB when the catalog changed. The rows keep their order (tx
-//! order, which `since` prunes by).
+//! order, which `since` prunes by) while DuckDB's `preserve_insertion_order` is on, its default. The cost is a copy
+//! of the live rows under the writer lock (23 to 44 ms for 183K rows in the soak), paid only once the deleted rows
+//! outnumber them.
 
 use crate::store::{has_art_index, index_ddl, Store};
 use crate::Result;
@@ -37,8 +39,11 @@ pub const MIN_DEAD: i64 = 2 * 122_880;
 /// One table compacted: its attribute, and its rows before (deleted ones included) and after.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compacted {
+    /// The attribute's entid.
     pub attribute: i64,
+    /// Rows of its `cur_` table before, deleted ones included (`estimated_size`).
     pub rows_before: i64,
+    /// Rows after: the live ones.
     pub rows_after: i64,
 }
 
@@ -92,7 +97,8 @@ pub fn compact_swollen(conn: &Connection, store: &Store) -> Result<Vec<Compacted
 }
 
 /// Whether [`CHECK_EVERY`] has passed since the store `name` was last looked at (or it never was); if so, the
-/// look is now.
+/// look is now. Kept per store name in the process: two databases with a store of the same name share the clock,
+/// so each is looked at less often, never more.
 pub fn due(name: &planner::layout::StoreName) -> bool {
     static LAST: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
