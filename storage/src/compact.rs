@@ -22,7 +22,7 @@
 //! of the live rows under the writer lock (23 to 44 ms for 183K rows in the soak), paid only once the deleted rows
 //! outnumber them.
 
-use crate::store::{has_art_index, index_ddl, Store};
+use crate::store::{current_table_ddl, has_art_index, index_ddl, Store};
 use crate::Result;
 use duckdb::Connection;
 use planner::layout::{current_table_name, quote_ident};
@@ -78,8 +78,7 @@ pub fn compact_swollen(conn: &Connection, store: &Store) -> Result<Vec<Compacted
         }
         let new_name = format!("{}_compacting", current_table_name(attr.entid));
         let new = name.table(&new_name);
-        let create = crate::store::attribute_ddl(name, attr).into_iter().next().unwrap_or_default();
-        let create = create.replacen(&cur, &new, 1);
+        let create = current_table_ddl(&new, attr);
         crate::in_transaction(conn, || {
             conn.execute_batch(&format!(
                 "{create}; INSERT INTO {new} SELECT e, v, tx FROM {cur}; DROP TABLE {cur}; \

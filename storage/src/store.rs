@@ -311,7 +311,7 @@ pub fn store_exists(conn: &Connection, name: &StoreName) -> Result<bool> {
 pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     let t = a.sql_type();
     let mut v = vec![
-        format!("CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL)", store.current(a.entid)),
+        current_table_ddl(&store.current(a.entid), a),
         format!(
             "CREATE TABLE {} (e BIGINT NOT NULL, v {t} NOT NULL, tx BIGINT NOT NULL, retracted_tx BIGINT NOT NULL)",
             store.history(a.entid)
@@ -322,6 +322,12 @@ pub fn attribute_ddl(store: &StoreName, a: &Attribute) -> Vec<String> {
     }
     v.extend(crate::fulltext::ddl(store, a));
     v
+}
+
+/// SQL that creates the current-state table of attribute `a` as `table` (a quoted reference): `e`, `v` of the
+/// attribute's type, `tx`. Also the new table of a compaction (`compact.rs`).
+pub fn current_table_ddl(table: &str, a: &Attribute) -> String {
+    format!("CREATE TABLE {table} (e BIGINT NOT NULL, v {} NOT NULL, tx BIGINT NOT NULL)", a.sql_type())
 }
 
 /// Whether an attribute's current-state table carries an ART index on `v`: unique attributes only.
