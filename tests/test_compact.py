@@ -53,9 +53,12 @@ def test_a_table_swollen_by_retractions_is_compacted_and_answers_stay_the_same(t
     transact(con, "[" + " ".join(f'{{:t/name "n{i}" :t/code "c{i}" :t/tag {1_000_000 + i}}}' for i in range(N)) + "]")
     for r in range(ROUNDS):
         # every entity's code replaced (a cardinality-one replacement deletes the old row) and a tag added, then
-        # the tag retracted
+        # the tag retracted; each applied to the tables on its own (mentat_sync), since an add and its retraction
+        # applied in one DuckDB transaction never reach the table's rows (a CI run lost one round's 20,000 that way)
         transact(con, "[" + " ".join(f'{{:t/name "n{i}" :t/code "c{i}-{r}" :t/tag {r}}}' for i in range(N)) + "]")
+        con.execute("SELECT * FROM mentat_sync()").fetchall()
         transact(con, "[" + " ".join(f'[:db/retract [:t/name "n{i}"] :t/tag {r}]' for i in range(N)) + "]")
+        con.execute("SELECT * FROM mentat_sync()").fetchall()
     # the store's answers, computed by hand: every entity has its last code and its one permanent tag
     want = (
         [(N,)],
