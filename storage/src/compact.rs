@@ -26,8 +26,6 @@ use crate::store::{current_table_ddl, has_art_index, index_ddl, Store};
 use crate::Result;
 use duckdb::Connection;
 use planner::layout::{current_table_name, quote_ident};
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How often the indexer looks for swollen tables at most, per store.
@@ -95,18 +93,13 @@ pub fn compact_swollen(conn: &Connection, store: &Store) -> Result<Vec<Compacted
     Ok(done)
 }
 
-/// Whether [`CHECK_EVERY`] has passed since the store `name` was last looked at (or it never was); if so, the
-/// look is now. Kept per store name in the process: two databases with a store of the same name share the clock,
-/// so each is looked at less often, never more.
-pub fn due(name: &planner::layout::StoreName) -> bool {
-    static LAST: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+/// Whether [`CHECK_EVERY`] has passed since `store` was last looked at (or it never was); if so, the look is now.
+pub fn due(store: &Store) -> bool {
+    let mut last = store.compact_looked.lock().unwrap_or_else(|p| p.into_inner());
     let now = Instant::now();
-    let map = last.get_or_insert_with(HashMap::new);
-    let key = name.to_string();
-    if map.get(&key).is_some_and(|t| now.duration_since(*t) < CHECK_EVERY) {
+    if last.is_some_and(|t| now.duration_since(t) < CHECK_EVERY) {
         return false;
     }
-    map.insert(key, now);
+    *last = Some(now);
     true
 }

@@ -53,6 +53,8 @@ pub struct Store {
     pub queue: crate::group::Queue,
     /// What the store's transaction log holds (`txlog.rs`).
     pub log: crate::txlog::TxLog,
+    /// When the indexer last looked for tables that deleted rows have swollen (`compact.rs`); None: never.
+    pub compact_looked: Mutex<Option<std::time::Instant>>,
 }
 
 /// Entries the unique-value cache holds at most; past that it starts again empty.
@@ -258,6 +260,7 @@ impl Registry {
             index: Default::default(),
             queue: Default::default(),
             log,
+            compact_looked: Mutex::new(None),
         });
         stores.insert(name.clone(), store.clone());
         Ok(store)

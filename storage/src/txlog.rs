@@ -635,16 +635,21 @@ fn run(conn: Connection, waiting: &(Mutex<Waiting>, Condvar), idle: &Duration, r
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle_locked(&conn, &store)));
                 // tables that deleted rows have swollen, which DuckDB does not vacuum beside steady readers
                 // (compact.rs); after the apply, under the writer lock, every few seconds at most
-                if crate::compact::due(&store.name) {
+                // (a failure leaves the table as it was, for the next look; MENTAT_TRACE prints it)
+                if crate::compact::due(&store) {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         if store.is_current(&conn).unwrap_or(false) {
                             let mut trace = crate::trace::Trace::start();
-                            if let Ok(done) = crate::compact::compact_swollen(&conn, &store) {
-                                trace.mark("compact");
-                                for c in done {
-                                    let (a, from, to) = (c.attribute, c.rows_before, c.rows_after);
-                                    trace.print(&format!("compacted cur_{a}, {from} rows -> {to}"));
+                            let outcome = crate::compact::compact_swollen(&conn, &store);
+                            trace.mark("compact");
+                            match outcome {
+                                Ok(done) => {
+                                    for c in done {
+                                        let (a, from, to) = (c.attribute, c.rows_before, c.rows_after);
+                                        trace.print(&format!("compacted cur_{a}, {from} rows -> {to}"));
+                                    }
                                 }
+                                Err(e) => trace.print(&format!("compaction of {} failed: {e}", store.name)),
                             }
                         }
                     }));
