@@ -51,6 +51,8 @@ def test_a_table_swollen_by_retractions_is_compacted_and_answers_stay_the_same(t
     con.execute("SET checkpoint_threshold = '8GB'")
     transact(con, SCHEMA)
     transact(con, "[" + " ".join(f'{{:t/name "n{i}" :t/code "c{i}" :t/tag {1_000_000 + i}}}' for i in range(N)) + "]")
+    # the tables as created: the indexer may compact one as soon as it is swollen, before the checks below look
+    created = {a: table(con, a)[0] for a in (":t/code", ":t/tag")}
     for r in range(ROUNDS):
         # every entity's code replaced (a cardinality-one replacement deletes the old row) and a tag added, then
         # the tag retracted; each applied to the tables on its own (mentat_sync), since an add and its retraction
@@ -69,8 +71,10 @@ def test_a_table_swollen_by_retractions_is_compacted_and_answers_stay_the_same(t
     got = answers(con)
     assert (got[0], sorted(got[1]), sorted(got[2]), got[3]) == want
     before = {a: table(con, a) for a in (":t/code", ":t/tag")}
-    for oid, size, live in before.values():
-        assert live == N and size - live >= ROUNDS * N, before
+    for a, (oid, size, live) in before.items():
+        # swollen by every round's deleted rows, or already compacted by the indexer (a CI run saw the codes' table
+        # compacted this early)
+        assert live == N and (size - live >= ROUNDS * N if oid == created[a] else size < N + 5_000), (a, before)
 
     # readers beside: each checks an answer over and over while the tables are swapped under it
     stop, errors = threading.Event(), []
@@ -95,7 +99,7 @@ def test_a_table_swollen_by_retractions_is_compacted_and_answers_stay_the_same(t
         transact(con, f"[[:db/retract [:t/name \"n{k % 5}\"] :t/tag {2_000_000 + k}]]")
         k += 1
         now = {a: table(con, a) for a in before}
-        if all(now[a][0] != before[a][0] for a in before):
+        if all(now[a][0] != created[a] for a in before):
             break
         time.sleep(0.05)
     stop.set()
@@ -105,7 +109,7 @@ def test_a_table_swollen_by_retractions_is_compacted_and_answers_stay_the_same(t
     after = {a: table(con, a) for a in before}
     for a in before:
         oid, size, live = after[a]
-        assert oid != before[a][0], (a, before, after)  # a new table in the old one's place
+        assert oid != created[a], (a, before, after)  # a new table in the old one's place
         assert live == N and size < N + 5_000, (a, before, after)  # rows back to the live ones (and a few writes)
     got = answers(con)
     assert (got[0], sorted(got[1]), sorted(got[2]), got[3]) == want
