@@ -624,3 +624,25 @@ def test_duckdbs_worker_threads_started_and_ended_under_mentats_calls(tmp_path):
         if p.returncode != 0 or not p.stdout.startswith("ok"):
             failed.append((seed, p.returncode, p.stderr[-400:]))
     assert failed == []
+
+
+def test_a_traced_transaction_with_stderr_gone_still_commits(tmp_path):
+    """MENTAT_TRACE prints a line per transaction to stderr; with stderr a pipe nobody reads any more (as in
+    `pytest -s | head`) the line is dropped and the transaction commits. Before the fix the print panicked
+    inside the transaction's call and every traced transaction failed."""
+    script = textwrap.dedent("""
+        import sys, duckdb
+        con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+        con.execute(f"LOAD '{sys.argv[2]}'")
+        con.execute("SELECT * FROM mentat_transact('[{:db/ident :f/key :db/valueType :db.type/string "
+                    ":db/cardinality :db.cardinality/one}]')").fetchall()
+        for i in range(20):
+            con.execute("SELECT * FROM mentat_transact(?)", [f'[{{:f/key "k{i}"}}]']).fetchall()
+        con.execute("SELECT * FROM mentat_sync()").fetchall()
+        print(con.execute("FROM mentat_q('[:find (count ?e) . :where [?e :f/key _]]')").fetchall()[0][0], flush=True)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.duckdb"), str(EXT)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, MENTAT_TRACE="1"))
+    p.stderr.close()
+    out, _ = p.communicate(timeout=120)
+    assert (p.returncode, out.split()) == (0, [b"20"])

@@ -253,7 +253,7 @@ impl<'a> Import<'a> {
     fn progress(&self, step: &str) {
         let t = self.started.elapsed();
         if t >= PROGRESS_AFTER {
-            eprintln!("mentat_import: {:>6.1} s  {step}", t.as_secs_f64());
+            crate::trace::say(format_args!("mentat_import: {:>6.1} s  {step}", t.as_secs_f64()));
         }
     }
 

@@ -1,6 +1,7 @@
 //! Phase timings of a transaction, printed to stderr when the environment variable `MENTAT_TRACE` is set
 //! (read once per process). A development aid for finding where a transaction spends its time.
 
+use std::io::Write;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -35,7 +36,14 @@ impl Trace {
         if self.last.is_some() {
             let total: f64 = self.phases.iter().map(|p| p.1).sum();
             let parts: Vec<String> = self.phases.iter().map(|(n, ms)| format!("{n} {ms:.2}")).collect();
-            eprintln!("mentat trace {label}: total {total:.2} ms | {}", parts.join(" | "));
+            say(format_args!("mentat trace {label}: total {total:.2} ms | {}", parts.join(" | ")));
         }
     }
+}
+
+/// Writes one line to stderr and ignores a failure: `eprintln!` panics when stderr is gone (a closed pipe, as
+/// in `pytest -s | head`), and a panic inside a transaction's call would hang or fail the caller for a
+/// diagnostic nobody can read.
+pub(crate) fn say(line: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
