@@ -32,6 +32,63 @@ extern "C" {
     // behind its `extended` feature, which needs another crate for two C types).
     fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
     fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+    fn mi_manage_os_memory(
+        start: *mut std::ffi::c_void,
+        size: usize,
+        is_committed: bool,
+        is_large: bool,
+        is_zero: bool,
+        numa_node: std::ffi::c_int,
+    ) -> bool;
+}
+
+/// Address space, in bytes, that mentat's allocator takes its memory from before it asks the operating system
+/// for more: reserved once at load without a commit charge (`MAP_NORESERVE`), and resident only as pages are
+/// touched (mimalloc gives back what it frees after [`PURGE_DELAY_MS`], with `MADV_DONTNEED`). mimalloc carves
+/// a 64 MiB segment per thread that allocates, so 64 client threads take 4 GiB of it.
+const ARENA_BYTES: usize = 32 << 30;
+
+/// Hands mimalloc an arena of [`ARENA_BYTES`] on which the kernel makes no transparent huge pages
+/// (`MADV_NOHUGEPAGE`), so that mentat's allocations are faulted in 4 KiB pages. Where the kernel makes huge
+/// pages for every anonymous mapping (`/sys/kernel/mm/transparent_hugepage/enabled` = `always`), the first touch
+/// of each 2 MiB of a mimalloc segment had the kernel zero a whole huge page: 64 writer threads spent 13% of the
+/// process's CPU in `clear_page_erms` (storage/README.md "Allocation", measured). Only this region is advised:
+/// DuckDB's and the host's memory keep the kernel's setting (mimalloc's own `allow_thp` option would turn huge
+/// pages off for the whole process). Runs before mentat allocates anything, so mimalloc takes its segments from
+/// here first; `MENTAT_HUGE_PAGES=1` leaves mimalloc as it is (for measuring), and a failed `mmap` or `madvise`
+/// (a low `ulimit -v`, a kernel without the advice) leaves it so too. Done once per process, however many
+/// databases load mentat (each `LOAD` runs [`init`]). Returns whether this call handed mimalloc the arena.
+fn arena_without_huge_pages() -> bool {
+    static TRIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if TRIED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return false;
+    }
+    // SAFETY: `getenv` with a NUL-terminated name and no allocation (this runs before mimalloc's first segment);
+    // `mmap` of fresh anonymous memory that nothing else knows of, `madvise` and `munmap` of exactly that range;
+    // mimalloc takes the range over for good (it is never unmapped, like mimalloc's own arenas)
+    unsafe {
+        if !libc::getenv(c"MENTAT_HUGE_PAGES".as_ptr()).is_null() {
+            return false;
+        }
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            ARENA_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        if libc::madvise(p, ARENA_BYTES, libc::MADV_NOHUGEPAGE) != 0
+            || !mi_manage_os_memory(p, ARENA_BYTES, true, false, true, -1)
+        {
+            libc::munmap(p, ARENA_BYTES);
+            return false;
+        }
+        true
+    }
 }
 
 /// Sets mimalloc's purge delay to [`PURGE_DELAY_MS`] unless the environment chose one; returns the delay in force.
@@ -139,6 +196,7 @@ unsafe fn init(
     info: ffi::duckdb_extension_info,
     access: *const ffi::duckdb_extension_access,
 ) -> Result<bool, Box<dyn Error>> {
+    arena_without_huge_pages();
     set_purge_delay();
     let get_api = (*access).get_api.ok_or("DuckDB gave no get_api function")?;
     let api = get_api(info, CAPI_VERSION.as_ptr()) as *const ffi::duckdb_ext_api_v1;
