@@ -582,8 +582,15 @@ impl Indexer {
             (false, at) => at.map_or(Instant::now() + self.idle, |at| at.min(Instant::now() + self.idle)),
         };
         let (m, wake) = &*self.waiting;
-        m.lock().unwrap_or_else(|p| p.into_inner()).insert(store.name.clone(), (Arc::downgrade(store), due));
-        wake.notify_one();
+        let before =
+            m.lock().unwrap_or_else(|p| p.into_inner()).insert(store.name.clone(), (Arc::downgrade(store), due));
+        // The indexer sleeps until the earliest time in the map. A store already there with a time no later
+        // than this one's is already waited for: the indexer wakes then, finds the later time, and sleeps again.
+        // Only an earlier time needs it woken now; waking it at every transaction cost 64 writers 5.6% of their
+        // CPU in `futex` (perf, native update_heavy at s).
+        if before.is_none_or(|(_, at)| due < at) {
+            wake.notify_one();
+        }
     }
 }
 
