@@ -49,10 +49,12 @@ extern "C" {
 const ARENA_BYTES: usize = 32 << 30;
 
 /// Hands mimalloc an arena of [`ARENA_BYTES`] on which the kernel makes no transparent huge pages
-/// (`MADV_NOHUGEPAGE`), so that mentat's allocations are faulted in 4 KiB pages. Where the kernel makes huge
-/// pages for every anonymous mapping (`/sys/kernel/mm/transparent_hugepage/enabled` = `always`), the first touch
-/// of each 2 MiB of a mimalloc segment had the kernel zero a whole huge page: 64 writer threads spent 13% of the
-/// process's CPU in `clear_page_erms` (storage/README.md "Allocation", measured). Only this region is advised:
+/// (`MADV_NOHUGEPAGE`), so that mentat's allocations are faulted in 4 KiB pages. mimalloc advises `MADV_HUGEPAGE`
+/// on the arenas it reserves itself (its `unix_mmap`), which the kernel's usual `madvise` setting of
+/// `/sys/kernel/mm/transparent_hugepage/enabled` honours (and `always` needs no advice for): the first touch of
+/// each 2 MiB of a segment had the kernel zero a whole huge page, and 64 writer threads spent 13% of the process's
+/// CPU in `clear_page_erms` (storage/README.md "Allocation", measured). The advice here wins in either setting.
+/// Only this region is advised:
 /// DuckDB's and the host's memory keep the kernel's setting (mimalloc's own `allow_thp` option would turn huge
 /// pages off for the whole process). Runs before mentat allocates anything, so mimalloc takes its segments from
 /// here first; `MENTAT_HUGE_PAGES=1` leaves mimalloc as it is (for measuring), and a failed `mmap` or `madvise`
