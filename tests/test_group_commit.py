@@ -2,12 +2,17 @@
 after another (Datomic's serial transactions), a failing member fails alone, and many writers on threads end
 with the store that replaying their acknowledged transactions one by one in tx order gives. The one-by-one runs
 use an instance loaded with MENTAT_GROUP_COMMIT=0 (the transactor without the queue)."""
+import os
 import random
+import re
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
 
-from conftest import connect, connect_with, q, transact
+from conftest import EXT, connect, connect_with, q, transact
 
 SCHEMA = ("[{:db/ident :u/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one "
           ":db/unique :db.unique/identity}"
@@ -270,6 +275,40 @@ def test_many_writers_equal_their_replay(indexed, tmp_path):
     assert [e for _, e in replayed] == [None] * len(acked)
     assert [t for t, _ in replayed] == [t for t, _ in acked], "the same tx entids in the same order"
     assert log(con) == log(ref)
+
+
+def test_writers_past_the_connections_wait_in_one_group(tmp_path):
+    """64 writer threads, twice the extension's 32 connections, each send one small transaction while a large one is
+    being written: all of them queue, and the next leader writes them together (MENTAT_TRACE prints each group's
+    size). When every caller held a connection while it waited, a group held at most 31 of them and the others
+    waited for a connection before they could queue. Every transaction is acknowledged and read back."""
+    script = textwrap.dedent("""
+        import sys, threading, time, duckdb
+        con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
+        con.execute(f"LOAD '{sys.argv[2]}'")
+        con.execute("SELECT * FROM mentat_transact('[{:db/ident :g/n :db/valueType :db.type/long "
+                    ":db/cardinality :db.cardinality/one}]')").fetchall()
+        big = "[" + " ".join(f"{{:g/n {i}}}" for i in range(150000)) + "]"
+        acked = []
+        def send(edn):
+            acked.append(con.cursor().execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()[0][0])
+        first = threading.Thread(target=send, args=(big,))
+        first.start()
+        time.sleep(0.05)
+        small = [threading.Thread(target=send, args=(f"[{{:g/n -{i + 1}}}]",)) for i in range(64)]
+        for t in small:
+            t.start()
+        for t in small + [first]:
+            t.join()
+        n = con.execute("FROM mentat_q('[:find (count ?e) . :where [?e :g/n _]]')").fetchall()[0][0]
+        print(len(acked), len(set(acked)), n, flush=True)
+    """)
+    p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "g.duckdb"), str(EXT)], capture_output=True,
+                       timeout=300, env=dict(os.environ, MENTAT_TRACE="1"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == [b"65", b"65", b"150064"]
+    groups = [int(m) for m in re.findall(rb"group of (\d+)", p.stderr)]
+    assert max(groups) > 32, f"group sizes {groups}"
 
 
 @pytest.mark.parametrize("preserve_order", [True, False], ids=["ordered", "unordered"])

@@ -139,6 +139,11 @@ pub fn transact_one(
     name: &StoreName,
     edn: &str,
 ) -> Res<storage::transactor::TxReport> {
+    if instance.group_commit {
+        if let Some(store) = instance.stores.get(name) {
+            return queued_write(instance, caller, &store, edn);
+        }
+    }
     write_store(instance, caller, name, true, |conn, store| {
         if instance.group_commit {
             storage::group::transact(conn, store, edn)
@@ -146,6 +151,61 @@ pub fn transact_one(
             storage::transactor::transact(conn, store, edn)
         }
     })
+}
+
+/// [`transact_one`] through the group commit of a store already open: a connection is borrowed (and takes on the
+/// caller's session) only if this call leads a group ([`storage::group::transact_with`]); a call whose
+/// transaction another leader writes waits without one. The caller's commit point and interrupt are kept as
+/// [`write_for`] keeps them: the hook holds back the forwarding of the caller's interrupt to the connection it
+/// leads on, when it leads, while that connection commits.
+fn queued_write(
+    instance: &Arc<Instance>,
+    caller: &Caller,
+    store: &Arc<storage::store::Store>,
+    edn: &str,
+) -> Res<storage::transactor::TxReport> {
+    type Holder = Box<dyn Fn(bool) + Send + Sync>;
+    let holder: Arc<std::sync::Mutex<Option<Holder>>> = Arc::default();
+    let (held, c) = (holder.clone(), caller.clone());
+    let hold = move |on: bool| {
+        if let Some(h) = held.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            h(on)
+        }
+    };
+    let hook = move |p: storage::interrupt::Point| match p {
+        storage::interrupt::Point::Begin => {
+            c.reopen();
+            true
+        }
+        storage::interrupt::Point::Commit => {
+            hold(true);
+            c.commit_point()
+        }
+        storage::interrupt::Point::Committed => {
+            hold(false);
+            true
+        }
+    };
+    let connect = || {
+        let conn = instance.pool.get_for(caller).map_err(storage::StorageError::Store)?;
+        *holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(conn.holder()));
+        Ok(conn)
+    };
+    let out =
+        storage::interrupt::scope_with(caller.check(), hook, || storage::group::transact_with(store, edn, connect));
+    instance.indexer.poke(store);
+    let wanted = store.index.take_wanted();
+    if !wanted.is_empty() {
+        crate::entity::read_in_background(instance, store, &wanted);
+    }
+    match out {
+        Ok(out) => {
+            caller.committed();
+            Ok(out)
+        }
+        Err(_) if caller.interrupted() => Err(storage::StorageError::Interrupted.into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The store the call names (`store :=`, resolved against the caller's session), which must exist.
