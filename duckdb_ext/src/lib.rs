@@ -59,18 +59,18 @@ const ARENA_BYTES: usize = 32 << 30;
 /// pages off for the whole process). Runs before mentat allocates anything, so mimalloc takes its segments from
 /// here first; `MENTAT_HUGE_PAGES=1` leaves mimalloc as it is (for measuring), and a failed `mmap` or `madvise`
 /// (a low `ulimit -v`, a kernel without the advice) leaves it so too. Done once per process, however many
-/// databases load mentat (each `LOAD` runs [`init`]). Returns whether this call handed mimalloc the arena.
-fn arena_without_huge_pages() -> bool {
+/// databases load mentat (each `LOAD` runs [`init`]).
+fn arena_without_huge_pages() {
     static TRIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if TRIED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-        return false;
+        return;
     }
     // SAFETY: `getenv` with a NUL-terminated name and no allocation (this runs before mimalloc's first segment);
     // `mmap` of fresh anonymous memory that nothing else knows of, `madvise` and `munmap` of exactly that range;
     // mimalloc takes the range over for good (it is never unmapped, like mimalloc's own arenas)
     unsafe {
         if !libc::getenv(c"MENTAT_HUGE_PAGES".as_ptr()).is_null() {
-            return false;
+            return;
         }
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -81,15 +81,13 @@ fn arena_without_huge_pages() -> bool {
             0,
         );
         if p == libc::MAP_FAILED {
-            return false;
+            return;
         }
         if libc::madvise(p, ARENA_BYTES, libc::MADV_NOHUGEPAGE) != 0
             || !mi_manage_os_memory(p, ARENA_BYTES, true, false, true, -1)
         {
             libc::munmap(p, ARENA_BYTES);
-            return false;
         }
-        true
     }
 }
 
