@@ -67,6 +67,30 @@ pub fn caller_and_store(bind: &BindInfo, instance: &Instance) -> Res<(Caller, St
     Ok((caller, store))
 }
 
+/// The hook of a caller's write ([`storage::interrupt::scope_with`]): a transaction's beginning reopens the
+/// caller's interrupt, its commit point holds the interrupt back from the writing connection (`hold(true)`) and
+/// tells the caller it is committing ([`Caller::commit_point`]: false when it was interrupted first), and once
+/// committed the forwarding resumes (`hold(false)`).
+fn commit_hook(
+    caller: Caller,
+    hold: impl Fn(bool) + Send + Sync + 'static,
+) -> impl Fn(storage::interrupt::Point) -> bool + Send + Sync + 'static {
+    move |p| match p {
+        storage::interrupt::Point::Begin => {
+            caller.reopen();
+            true
+        }
+        storage::interrupt::Point::Commit => {
+            hold(true);
+            caller.commit_point()
+        }
+        storage::interrupt::Point::Committed => {
+            hold(false);
+            true
+        }
+    }
+}
+
 /// Runs one write of a call on a connection that has taken on the caller's session: the caller's interrupt stops
 /// it, and rolls it back when it comes before the commit point ([`storage::interrupt::committing`],
 /// [`Caller::commit_point`]); it is held back from the connection while a COMMIT runs; once `write` has committed,
@@ -79,21 +103,7 @@ pub fn write_for<T>(
     write: impl FnOnce(&duckdb::Connection) -> storage::Result<T>,
 ) -> Res<T> {
     let conn = instance.pool.get_for(caller)?;
-    let (hold, c) = (conn.holder(), caller.clone());
-    let hook = move |p: storage::interrupt::Point| match p {
-        storage::interrupt::Point::Begin => {
-            c.reopen();
-            true
-        }
-        storage::interrupt::Point::Commit => {
-            hold(true);
-            c.commit_point()
-        }
-        storage::interrupt::Point::Committed => {
-            hold(false);
-            true
-        }
-    };
+    let hook = commit_hook(caller.clone(), conn.holder());
     match storage::interrupt::scope_with(caller.check(), hook, || write(&conn)) {
         Ok(out) => {
             caller.committed();
@@ -166,26 +176,12 @@ fn queued_write(
 ) -> Res<storage::transactor::TxReport> {
     type Holder = Box<dyn Fn(bool) + Send + Sync>;
     let holder: Arc<std::sync::Mutex<Option<Holder>>> = Arc::default();
-    let (held, c) = (holder.clone(), caller.clone());
-    let hold = move |on: bool| {
+    let held = holder.clone();
+    let hook = commit_hook(caller.clone(), move |on: bool| {
         if let Some(h) = held.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             h(on)
         }
-    };
-    let hook = move |p: storage::interrupt::Point| match p {
-        storage::interrupt::Point::Begin => {
-            c.reopen();
-            true
-        }
-        storage::interrupt::Point::Commit => {
-            hold(true);
-            c.commit_point()
-        }
-        storage::interrupt::Point::Committed => {
-            hold(false);
-            true
-        }
-    };
+    });
     let connect = || {
         let conn = instance.pool.get_for(caller).map_err(storage::StorageError::Store)?;
         *holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(conn.holder()));
