@@ -3,7 +3,9 @@
 //! DuckDB hands an extension its database handle only while the entry point runs, so every connection the
 //! extension will use is opened there. Each call to a mentat function borrows one connection for its
 //! duration, so independent callers run in parallel and one user query may call mentat functions several
-//! times (a join of two `mentat_q` calls) without waiting on itself. A call that finds all connections busy
+//! times (a join of two `mentat_q` calls) without waiting on itself. The exception is a transaction that waits in
+//! its store's group-commit queue: only the group's leader borrows one (`functions.rs` `queued_write`), so more
+//! writers than connections can wait in one group. A call that finds all connections busy
 //! waits up to [`WAIT`] and then fails with an error that says so.
 //!
 //! A borrowed connection takes on the caller's session first ([`PooledConnection::adopt`]): its time zone, so that
