@@ -104,7 +104,13 @@ pub fn write_for<T>(
 ) -> Res<T> {
     let conn = instance.pool.get_for(caller)?;
     let hook = commit_hook(caller.clone(), conn.holder());
-    match storage::interrupt::scope_with(caller.check(), hook, || write(&conn)) {
+    written(caller, storage::interrupt::scope_with(caller.check(), hook, || write(&conn)))
+}
+
+/// What a caller's write reports once it has run: committed, the caller is told so ([`Caller::committed`]);
+/// failed after the caller's interrupt, [`storage::StorageError::Interrupted`]; else its own error.
+fn written<T>(caller: &Caller, out: storage::Result<T>) -> Res<T> {
+    match out {
         Ok(out) => {
             caller.committed();
             Ok(out)
@@ -127,14 +133,19 @@ pub fn write_store<T>(
     write_for(instance, caller, |conn| {
         let store = instance.stores.open(conn, name, create)?;
         let out = write(conn, &store);
-        instance.indexer.poke(&store);
-        // the attributes the transactor asked for, so that the next small writes on them are logged
-        let wanted = store.index.take_wanted();
-        if !wanted.is_empty() {
-            crate::entity::read_in_background(instance, &store, &wanted);
-        }
+        after_write(instance, &store);
         out
     })
+}
+
+/// After a write to `store`: the indexer is told of a logged write, and the attributes the transactor asked to have
+/// in the entity index (so that the next small writes on them are logged) are read in, in the background.
+fn after_write(instance: &Arc<Instance>, store: &Arc<storage::store::Store>) {
+    instance.indexer.poke(store);
+    let wanted = store.index.take_wanted();
+    if !wanted.is_empty() {
+        crate::entity::read_in_background(instance, store, &wanted);
+    }
 }
 
 /// Runs one EDN transaction on the named store (created when missing) for `caller`: through the store's group
@@ -189,19 +200,8 @@ fn queued_write(
     };
     let out =
         storage::interrupt::scope_with(caller.check(), hook, || storage::group::transact_with(store, edn, connect));
-    instance.indexer.poke(store);
-    let wanted = store.index.take_wanted();
-    if !wanted.is_empty() {
-        crate::entity::read_in_background(instance, store, &wanted);
-    }
-    match out {
-        Ok(out) => {
-            caller.committed();
-            Ok(out)
-        }
-        Err(_) if caller.interrupted() => Err(storage::StorageError::Interrupted.into()),
-        Err(e) => Err(e.into()),
-    }
+    after_write(instance, store);
+    written(caller, out)
 }
 
 /// The store the call names (`store :=`, resolved against the caller's session), which must exist.
