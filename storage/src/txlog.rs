@@ -46,7 +46,9 @@
 //! - **Stores in a catalog attached again**: the log file is named after the database file, so it follows the file
 //!   whatever the catalog is called; a store whose catalog was detached leaves its records in the file for the
 //!   next open. Copying a database file while its log holds records copies the tables without them: `mentat_sync()`
-//!   first (or let the store sit idle for a moment).
+//!   and `CHECKPOINT` first. Copying the file, its `.wal` and its log one after another while a process has them
+//!   open is not a consistent copy: the background applier may move records from the log into the tables between
+//!   two of the copies (`tests/test_workload.py` did that once, and lost two transactions).
 //!
 //! The tables are therefore always the state as of some transaction (a prefix of the log's order), and every
 //! mentat read sees every acknowledged transaction. `MENTAT_LOG_ROWS=0` turns the log off (every group writes
