@@ -563,11 +563,12 @@ impl Indexer {
     /// Starts the indexer's thread on `conn` (a connection of its own to the stores' database); it applies a
     /// log `idle` after its last logged commit.
     pub fn start(conn: Connection, idle: Duration) -> std::io::Result<Indexer> {
-        register_exit_handler();
         let waiting: Arc<(Mutex<Waiting>, Condvar)> = Arc::default();
         let shared = waiting.clone();
         // the indexer applies logs with the transactor's writer, which stages larger sets in temporary tables
         crate::stage::ensure_tables(&conn).map_err(|e| std::io::Error::other(e.to_string()))?;
+        warm_up(&conn);
+        register_exit_handler();
         let renew = crate::stage::renew_after();
         std::thread::Builder::new().name("mentat-indexer".into()).spawn(move || run(conn, &shared, &idle, renew))?;
         Ok(Indexer { waiting, idle })
@@ -767,16 +768,33 @@ static BUSY: Mutex<()> = Mutex::new(());
 /// an appender flush of the indexer's apply, crashed an exiting Python process about three times in four after a
 /// burst of writes). So the handler is registered again before background work, up to [`EXIT_HANDLERS`] times
 /// (each one is a few bytes the C library keeps for good; DuckDB's statics are first used early in a process).
+///
+/// A static that `f` itself is the first to use registers its destructor after the handler, so an exit during that
+/// very call could still destroy it under `f` (a core dump, 2026-12-06: DuckDB's keyword maps, first used by the
+/// compaction's look at `duckdb_tables()` in the indexer, destroyed by the exiting main thread while the handler
+/// waited for the indexer). Hence [`warm_up`] at load, and the handler registered again once `f` is done, for the
+/// statics it started.
 pub fn background<T>(f: impl FnOnce() -> T) -> Option<T> {
     let _busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
     if EXITING.load(Ordering::Acquire) {
         return None;
     }
     register_exit_handler();
-    Some(f())
+    let out = f();
+    register_exit_handler();
+    Some(out)
 }
 
-/// How many times [`background`] registers the exit handler at most.
+/// Runs, once at load and on the loading thread, what the background work does first with DuckDB and the caller's
+/// own calls may not have done yet, so that the statics it starts exist before the exit handler is registered
+/// (see [`background`]): DuckDB writing out the definitions of tables (`duckdb_tables().sql`, which the
+/// compaction's look reads and which goes through DuckDB's identifier quoting and keyword maps; the connection's
+/// staging tables give it tables to write out in an empty database). Failures are ignored: this only warms.
+fn warm_up(conn: &Connection) {
+    let _ = conn.query_row("SELECT count(sql) FROM duckdb_tables()", [], |r| r.get::<_, i64>(0));
+}
+
+/// How many times the exit handler is registered at most (twice per [`background`] call, once at load).
 const EXIT_HANDLERS: usize = 1024;
 
 fn register_exit_handler() {
