@@ -33,5 +33,6 @@ if ! command -v cc >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" =
   apt-get install -y -qq gcc >/dev/null || echo "setup: apt-get install gcc failed"
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
+[ -f build/mentat.duckdb_extension ] || echo "setup: building the extension (cargo, release): 3.5 to 20 minutes the first time"
 cmake --build build
 ls -l build/mentat.duckdb_extension
