@@ -112,6 +112,8 @@ def main(argv=None):
     peer.load()
     peer.apply_history()
     peer.settle(ds)
+    # the copies below are of the database file alone: the transaction log applied to the tables first
+    peer.con.execute("SELECT * FROM mentat_sync()").fetchall()
     peer.con.execute("CHECKPOINT")
     peer.con.close()
     runs = {}
