@@ -56,8 +56,7 @@ def workload(tmp_path_factory):
     # the file. Copying the file, its .wal and its .mentat.txlog one after another instead races mentat's background
     # log applier (it can move a transaction from the log into the tables between two of the copies: CI saw 2 of
     # the 26 issue files missing from the copy that way).
-    q_sync = con.execute("SELECT * FROM mentat_sync()").fetchall()
-    assert q_sync, "mentat_sync() returns a row per store"
+    con.execute("SELECT * FROM mentat_sync()").fetchall()
     con.execute("CHECKPOINT")
     con.close()
     shutil.copy(initial_db, final_db)
