@@ -121,6 +121,19 @@ pub struct TxLog {
     state: Mutex<LogState>,
     /// Whether the committed log holds any row (read without the lock by [`settle`]).
     nonempty: AtomicBool,
+    /// When to checkpoint, under a lock of its own: every write asks ([`Indexer::poke`]), and the state's lock is
+    /// held through a group's append and `fdatasync`, so asking under it held each acknowledged caller back until
+    /// the next group was synced (storage/README.md "Acknowledged callers do not wait for the next sync").
+    checkpointing: Mutex<Checkpointing>,
+}
+
+#[derive(Default)]
+struct Checkpointing {
+    /// DuckDB's write-ahead log of the store's database file (None: an in-memory database, or one mentat does not
+    /// write), which the indexer checkpoints once it passes [`Settings::checkpoint_wal_bytes`].
+    wal: Option<std::path::PathBuf>,
+    /// The last checkpoint tried: none is tried again before this moment.
+    after: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -138,11 +151,6 @@ struct LogState {
     path: Option<std::path::PathBuf>,
     /// The log file could not be made: the store's groups write the tables.
     off: bool,
-    /// DuckDB's write-ahead log of the store's database file (None: an in-memory database, or one mentat does not
-    /// write), which the indexer checkpoints once it passes [`Settings::checkpoint_wal_bytes`].
-    wal: Option<std::path::PathBuf>,
-    /// The last checkpoint tried: none is tried again before this moment.
-    checkpoint_after: Option<Instant>,
     /// The log id was made by the open transaction: a rollback takes it back, and the file opened with it.
     id_open: bool,
     /// The sequence number of the last record written (the file's records count on from the applied mark).
@@ -192,8 +200,8 @@ impl TxLog {
     /// checkpoint tried.
     pub fn checkpoint_at(&self) -> Option<Instant> {
         let (wal, after) = {
-            let s = self.lock();
-            (s.wal.clone(), s.checkpoint_after)
+            let c = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+            (c.wal.clone(), c.after)
         };
         let large =
             wal.and_then(|w| std::fs::metadata(w).ok()).is_some_and(|m| m.len() >= self.settings.checkpoint_wal_bytes);
@@ -490,7 +498,8 @@ pub fn recover(
         log.lock().off = true;
         return Ok((log, recovered));
     };
-    log.lock().wal = Some(std::path::PathBuf::from(format!("{}.wal", db.to_string_lossy())));
+    log.checkpointing.lock().unwrap_or_else(|p| p.into_inner()).wal =
+        Some(std::path::PathBuf::from(format!("{}.wal", db.to_string_lossy())));
     let path = logfile::path_for(&db.to_string_lossy(), &name.schema);
     let applied = get_meta(conn, name, APPLIED)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     let id = get_meta(conn, name, LOG_ID)?.and_then(|v| v.parse::<u64>().ok());
@@ -750,7 +759,7 @@ fn checkpoint(conn: &Connection, store: &Store) -> Result<()> {
     trace.print("checkpoint");
     // after a refusal, and after a checkpoint that left the write-ahead log as large (which would have the
     // indexer try again at once, and again), the next try waits
-    store.log.lock().checkpoint_after = Some(Instant::now() + CHECKPOINT_RETRY);
+    store.log.checkpointing.lock().unwrap_or_else(|p| p.into_inner()).after = Some(Instant::now() + CHECKPOINT_RETRY);
     Ok(done?)
 }
 
