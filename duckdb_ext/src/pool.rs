@@ -69,16 +69,16 @@ impl Pool {
     ///
     /// A connection's staging tables ([`storage::stage::ensure_tables`], two `CREATE TEMP TABLE`s) are made when
     /// it is first borrowed, not here: for the 32 connections that was about 40 ms of every `LOAD mentat`
-    /// (2026-12-03, perf of a cold start at scale s), paid again by every new process.
+    /// (2026-12-03, perf of a cold start at scale s), paid again by every new process. So is its `SET`
+    /// ([`no_host_replacements`]): one `SET` costs about 0.3 ms, and this pool's and the query pool's 64 of them
+    /// were about 40% of the entry point's samples (2026-12-07, perf of `LOAD mentat` into a new in-memory
+    /// database from Python).
     pub fn open(first: Connection, size: usize) -> duckdb::Result<Pool> {
         let mut free = Vec::with_capacity(size);
         for _ in 1..size {
             free.push(first.try_clone()?);
         }
         free.push(first);
-        for conn in &free {
-            no_host_replacements(conn);
-        }
         let free = free.into_iter().map(|conn| Zoned { conn, zone: None, staged: false, uses: 0 }).collect();
         Ok(Pool { free: Mutex::new(free), available: Condvar::new(), renew: storage::stage::renew_after() })
     }
@@ -94,9 +94,10 @@ impl Pool {
         Ok(conn)
     }
 
-    /// Borrows a connection, waiting up to [`WAIT`] for one. A connection borrowed for the first time gets its
-    /// staging tables first, and every [`storage::stage::renew_after`] borrows they are made again (an error of
-    /// DuckDB's making them is returned, and the connection goes back).
+    /// Borrows a connection, waiting up to [`WAIT`] for one. A connection borrowed for the first time has the
+    /// host's replacement scans turned off and gets its staging tables first, and every
+    /// [`storage::stage::renew_after`] borrows they are made again (an error of DuckDB's making them is returned,
+    /// and the connection goes back).
     pub fn get(&self) -> Result<PooledConnection<'_>, String> {
         let mut free = self.lock();
         let deadline = std::time::Instant::now() + WAIT;
@@ -109,6 +110,7 @@ impl Pool {
                     let ready = if zoned.staged {
                         storage::stage::renew_tables(&zoned.conn)
                     } else {
+                        no_host_replacements(&zoned.conn);
                         storage::stage::ensure_tables(&zoned.conn)
                     };
                     ready.map_err(|e| format!("mentat could not ready its connection: {e}"))?;

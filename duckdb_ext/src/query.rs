@@ -29,6 +29,8 @@ struct RawConn {
     uses: u64,
     /// The `TimeZone` the connection was last set to (None: never set, the database's default).
     zone: Option<String>,
+    /// Whether the host's replacement scans were turned off on it ([`RawPool::get`], at its first borrow).
+    ready: bool,
 }
 // SAFETY: a DuckDB connection and its prepared statements may be used from any thread, one thread at a time;
 // the pool hands each connection to one borrower at a time.
@@ -85,7 +87,8 @@ impl RawConn {
 }
 
 impl RawPool {
-    /// Opens `size` connections to `db`. Must run inside the extension's entry point.
+    /// Opens `size` connections to `db`. Must run inside the extension's entry point. Each is readied
+    /// (`crate::pool::no_host_replacements`) at its first borrow, not here (see `crate::pool::Pool::open`).
     ///
     /// # Safety
     /// `db` must be the valid database handle DuckDB gave the entry point.
@@ -96,11 +99,7 @@ impl RawPool {
             if ffi::duckdb_connect(db, &mut c) != ffi::DuckDBSuccess {
                 return Err("mentat could not open a connection to the database".into());
             }
-            // see crate::pool::no_host_replacements; an error (no such setting) is left unread
-            let mut result: ffi::duckdb_result = std::mem::zeroed();
-            let _ = ffi::duckdb_query(c, crate::pool::NO_PYTHON_REPLACEMENTS.as_ptr(), &mut result);
-            ffi::duckdb_destroy_result(&mut result);
-            free.push(RawConn { conn: c, cache: Default::default(), uses: 0, zone: None });
+            free.push(RawConn { conn: c, cache: Default::default(), uses: 0, zone: None, ready: false });
         }
         Ok(RawPool { free: Mutex::new(free), available: Condvar::new() })
     }
@@ -109,7 +108,18 @@ impl RawPool {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         let deadline = std::time::Instant::now() + crate::pool::WAIT;
         loop {
-            if let Some(c) = free.pop() {
+            if let Some(mut c) = free.pop() {
+                drop(free);
+                if !c.ready {
+                    // see crate::pool::no_host_replacements; an error (no such setting) is left unread
+                    // SAFETY: `c.conn` is an open connection that this borrower alone holds.
+                    unsafe {
+                        let mut result: ffi::duckdb_result = std::mem::zeroed();
+                        let _ = ffi::duckdb_query(c.conn, crate::pool::NO_PYTHON_REPLACEMENTS.as_ptr(), &mut result);
+                        ffi::duckdb_destroy_result(&mut result);
+                    }
+                    c.ready = true;
+                }
                 return Ok(Borrowed { pool: self.clone(), conn: Some(c) });
             }
             let now = std::time::Instant::now();
