@@ -22,6 +22,14 @@ pub struct RawPool {
 /// Prepared statements kept per connection, so that a query asked again skips DuckDB's parse and plan.
 const STATEMENT_CACHE: usize = 128;
 
+/// The query connections' session setting: a statement without `ORDER BY` may hand its rows over in any order.
+/// A Datalog answer is a set unless the query has `:order` (then its SQL orders it, and DuckDB keeps that order
+/// whatever this says), and the statements that promise an order (pull-many's rows in its input's order,
+/// `mentat_datoms`' index order) say `ORDER BY`. With insertion order kept, DuckDB ran the last pipeline of a
+/// statement streamed from inside a table function with less of the second core: q4 at m (103,671 rows) took 1.2x
+/// to 1.6x the same SQL sent directly (storage/README.md "Answers in any order").
+const UNORDERED: &CStr = c"SET preserve_insertion_order = false";
+
 struct RawConn {
     conn: ffi::duckdb_connection,
     /// SQL text -> prepared statement on `conn`, with a use counter for eviction.
@@ -111,12 +119,14 @@ impl RawPool {
             if let Some(mut c) = free.pop() {
                 drop(free);
                 if !c.ready {
-                    // see crate::pool::no_host_replacements; an error (no such setting) is left unread
-                    // SAFETY: `c.conn` is an open connection that this borrower alone holds.
-                    unsafe {
-                        let mut result: ffi::duckdb_result = std::mem::zeroed();
-                        let _ = ffi::duckdb_query(c.conn, crate::pool::NO_PYTHON_REPLACEMENTS.as_ptr(), &mut result);
-                        ffi::duckdb_destroy_result(&mut result);
+                    // see crate::pool::no_host_replacements and UNORDERED; an error (no such setting) is left unread
+                    for sql in [crate::pool::NO_PYTHON_REPLACEMENTS, UNORDERED] {
+                        // SAFETY: `c.conn` is an open connection that this borrower alone holds.
+                        unsafe {
+                            let mut result: ffi::duckdb_result = std::mem::zeroed();
+                            let _ = ffi::duckdb_query(c.conn, sql.as_ptr(), &mut result);
+                            ffi::duckdb_destroy_result(&mut result);
+                        }
                     }
                     c.ready = true;
                 }
