@@ -581,6 +581,34 @@ def test_mentats_own_connections_do_not_look_up_python_variables(con):
     assert rows(con, "SELECT current_setting('python_enable_replacements')") == [(True,)]
 
 
+def test_answers_in_any_order_stay_on_mentats_own_connections(con):
+    # mentat's query connections hand rows over in any order (preserve_insertion_order off); a query with :order
+    # still comes back ordered over an answer many row groups long, on every thread, and the caller's own
+    # connection keeps DuckDB's default
+    transact(con, SCHEMA)
+    con.execute("SET threads = 4")
+    n = 300_000
+    assert rows(con, imp(n, 1))[0][1] == n
+    got = q(con, "[:find ?n ?k :where [?e :f/round 1] [?e :f/n ?n] [?e :f/key ?k] :order (desc ?n)]")
+    assert [r[0] for r in got] == list(range(n - 1, -1, -1))
+    assert got[:2] == [(n - 1, f"r1-{n - 1}"), (n - 2, f"r1-{n - 2}")]
+    # two sort keys, the second breaking the first's ties (g = i % 100, keys as text)
+    got = q(con, "[:find ?g ?k :where [?e :f/g ?g] [?e :f/key ?k] :order ?g (desc ?k)]")
+    want = sorted(sorted(((i % 100, f"r1-{i}") for i in range(n)), key=lambda r: r[1], reverse=True),
+                  key=lambda r: r[0])
+    assert got == want
+    # pull-many answers in its input's order (Datomic's pull-many), over many chunks of rows
+    ids = [e for e, _ in sorted(q(con, "[:find ?e ?n :where [?e :f/n ?n]]"), key=lambda r: r[1])]
+    order = ids[::-1][:50_000] + ids[:10]
+    got = rows(con, "SELECT e, pull FROM mentat_pull_many('[:f/n]', ?)", [order])
+    assert [e for e, _ in got] == order
+    assert [p["f/n"] for _, p in got[:3]] == [n - 1, n - 2, n - 3]
+    # mentat_datoms in AEVT order: by entity
+    got = [e for (e,) in rows(con, "SELECT e FROM mentat_datoms('AEVT', a := ':f/n')")]
+    assert got == sorted(ids)
+    assert rows(con, "SELECT current_setting('preserve_insertion_order')") == [(True,)]
+
+
 THREADS_CHANGING = textwrap.dedent("""
     import random, sys, time
     import duckdb

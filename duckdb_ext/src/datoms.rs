@@ -75,7 +75,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     };
     let schema = read_schema_at(instance, &caller, &store, &mut opts)?;
     let sql = datoms_sql(index, &components, &schema, &store, &opts).map_err(|e| e.to_string())?;
-    bind_statement(info, instance, &caller, &sql, &["e", "a", "v", "tx", "added"], &[])
+    bind_statement(info, instance, &caller, &sql, &["e", "a", "v", "tx", "added"], &[], true)
 }
 
 unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {

@@ -79,7 +79,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         let compiled = compile()?;
         // nothing to probe: a wildcard holds no attribute of a NULL entity
         let compiled = if compiled.has_wildcard() { compile_held(Some(&[]))? } else { compiled };
-        return bind_statement(info, instance, &caller, &compiled.entities_sql(&entities), &names, &[]);
+        return bind_statement(info, instance, &caller, &compiled.entities_sql(&entities), &names, &[], true);
     }
     let ty = ffi::duckdb_get_value_type(entity.0);
     let id = ffi::duckdb_get_type_id(ty);
@@ -115,7 +115,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         if is_integer(id) {
             let probe = compiled.held_one_sql();
             let compiled = narrowed(compiled, probe, &[entity.0])?;
-            return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0]);
+            return bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[entity.0], false);
         }
         let expr = entity_sql(&value_text(entity.0))?;
         return match expr.parse::<i64>() {
@@ -124,12 +124,12 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
                 let v = Owned(ffi::duckdb_create_int64(e));
                 let probe = compiled.held_one_sql();
                 let compiled = narrowed(compiled, probe, &[v.0])?;
-                bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[v.0])
+                bind_statement(info, instance, &caller, &compiled.one_sql(), &names, &[v.0], false)
             }
             Err(_) => {
                 let probe = compiled.held_entities_sql(std::slice::from_ref(&expr));
                 let compiled = narrowed(compiled, probe, &[])?;
-                bind_statement(info, instance, &caller, &compiled.entities_sql(&[expr]), &names, &[])
+                bind_statement(info, instance, &caller, &compiled.entities_sql(&[expr]), &names, &[], true)
             }
         };
     }
@@ -142,7 +142,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     if is_integer(child_id) {
         let probe = compiled.held_many_sql();
         let compiled = narrowed(compiled, probe, &[entity.0])?;
-        return bind_statement(info, instance, &caller, &compiled.many_sql(), &names, &[entity.0]);
+        return bind_statement(info, instance, &caller, &compiled.many_sql(), &names, &[entity.0], true);
     }
     let n = ffi::duckdb_get_list_size(entity.0);
     let mut exprs = Vec::with_capacity(n as usize);
@@ -156,7 +156,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let probe = compiled.held_entities_sql(&exprs);
     let compiled = narrowed(compiled, probe, &[])?;
-    bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[])
+    bind_statement(info, instance, &caller, &compiled.entities_sql(&exprs), &names, &[], true)
 }
 
 /// Compiles the pull pattern with `*` expanded to the given attributes (None: every attribute of the schema).

@@ -22,13 +22,18 @@ pub struct RawPool {
 /// Prepared statements kept per connection, so that a query asked again skips DuckDB's parse and plan.
 const STATEMENT_CACHE: usize = 128;
 
-/// The query connections' session setting: a statement without `ORDER BY` may hand its rows over in any order.
-/// A Datalog answer is a set unless the query has `:order` (then its SQL orders it, and DuckDB keeps that order
-/// whatever this says), and the statements that promise an order (pull-many's rows in its input's order,
-/// `mentat_datoms`' index order) say `ORDER BY`. With insertion order kept, DuckDB ran the last pipeline of a
-/// statement streamed from inside a table function with less of the second core: q4 at m (103,671 rows) took 1.2x
-/// to 1.6x the same SQL sent directly (storage/README.md "Answers in any order").
+/// The query connections' session setting for a statement whose rows are a set: they may be handed over in any
+/// order. A Datalog answer is a set unless the query has `:order`. With insertion order kept, DuckDB ran the last
+/// pipeline of a statement streamed from inside a table function with less of the second core: q4 at m (103,671
+/// rows) took 1.2x to 1.6x the same SQL sent directly (storage/README.md "Answers in any order").
+///
+/// A statement that promises an order (`:order`, pull-many's rows in its input's order, `mentat_datoms`' index
+/// order) runs with [`ORDERED`] instead: DuckDB's streaming result (2.0.1 here) hands an `ORDER BY`'s rows over out of
+/// order, chunk by chunk, when `preserve_insertion_order` is off (a materialized result keeps them ordered),
+/// so the setting follows the statement ([`RawConn::keep_order`]).
 const UNORDERED: &CStr = c"SET preserve_insertion_order = false";
+/// DuckDB's default, for a statement that must hand its rows over in its `ORDER BY`'s order ([`UNORDERED`]).
+const ORDERED: &CStr = c"SET preserve_insertion_order = true";
 
 struct RawConn {
     conn: ffi::duckdb_connection,
@@ -37,8 +42,11 @@ struct RawConn {
     uses: u64,
     /// The `TimeZone` the connection was last set to (None: never set, the database's default).
     zone: Option<String>,
-    /// Whether the host's replacement scans were turned off on it ([`RawPool::get`], at its first borrow).
+    /// Whether the host's replacement scans and insertion order were turned off on it ([`RawPool::get`], at its
+    /// first borrow).
     ready: bool,
+    /// Whether the connection keeps insertion order now ([`RawConn::keep_order`]; off once `ready`).
+    ordered: bool,
 }
 // SAFETY: a DuckDB connection and its prepared statements may be used from any thread, one thread at a time;
 // the pool hands each connection to one borrower at a time.
@@ -65,6 +73,26 @@ impl RawConn {
             ffi::duckdb_destroy_prepare(&mut p);
         }
         self.zone = Some(zone.clone());
+        Ok(())
+    }
+
+    /// Makes the connection keep insertion order (`yes`) or not, for the statement about to be prepared and run
+    /// on it: one `SET` when it differs from what the connection does now ([`UNORDERED`]). The statement cache is
+    /// kept, since DuckDB chooses a result's collector from the setting when it executes a statement, and a
+    /// statement's text says whether it is ordered. Errors with DuckDB's message.
+    unsafe fn keep_order(&mut self, yes: bool) -> Result<(), String> {
+        if self.ordered == yes {
+            return Ok(());
+        }
+        let mut result: ffi::duckdb_result = std::mem::zeroed();
+        let sql = if yes { ORDERED } else { UNORDERED };
+        let ok = ffi::duckdb_query(self.conn, sql.as_ptr(), &mut result) == ffi::DuckDBSuccess;
+        let err = if ok { None } else { result_error(&mut result) };
+        ffi::duckdb_destroy_result(&mut result);
+        if !ok {
+            return Err(format!("mentat could not set insertion order on its connection: {}", err.unwrap_or_default()));
+        }
+        self.ordered = yes;
         Ok(())
     }
 
@@ -96,7 +124,8 @@ impl RawConn {
 
 impl RawPool {
     /// Opens `size` connections to `db`. Must run inside the extension's entry point. Each is readied
-    /// (`crate::pool::no_host_replacements`) at its first borrow, not here (see `crate::pool::Pool::open`).
+    /// (`crate::pool::no_host_replacements` and [`UNORDERED`]) at its first borrow, not here (see
+    /// `crate::pool::Pool::open`).
     ///
     /// # Safety
     /// `db` must be the valid database handle DuckDB gave the entry point.
@@ -107,7 +136,7 @@ impl RawPool {
             if ffi::duckdb_connect(db, &mut c) != ffi::DuckDBSuccess {
                 return Err("mentat could not open a connection to the database".into());
             }
-            free.push(RawConn { conn: c, cache: Default::default(), uses: 0, zone: None, ready: false });
+            free.push(RawConn { conn: c, cache: Default::default(), uses: 0, zone: None, ready: false, ordered: true });
         }
         Ok(RawPool { free: Mutex::new(free), available: Condvar::new() })
     }
@@ -129,6 +158,7 @@ impl RawPool {
                         }
                     }
                     c.ready = true;
+                    c.ordered = false;
                 }
                 return Ok(Borrowed { pool: self.clone(), conn: Some(c) });
             }
@@ -489,7 +519,8 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         Mode::Query => compiled.columns.iter().map(|c| c.name.as_str()).collect(),
         Mode::Explain => vec![],
     };
-    let mut bound = bind_statement(info, &extra.instance, &caller, &sql, &names, &[])?;
+    let ordered = matches!(extra.mode, Mode::Query) && compiled.ordered;
+    let mut bound = bind_statement(info, &extra.instance, &caller, &sql, &names, &[], ordered)?;
     // the heavy lane knows a query by its text and time options, not by its inputs (which the compiled SQL holds
     // as constants): what one search or one as-of question costs is what the next one of that shape will cost
     bound.key = lane_key(&[
@@ -511,8 +542,10 @@ pub(crate) fn lane_key(parts: &[&str]) -> u64 {
 /// Prepares `sql` on a borrowed query connection that has taken on the `caller`'s time zone (through its
 /// statement cache), binds `params` to `$1`, `$2`, ... (none: the bindings are left alone), and declares the
 /// statement's columns as the table function's result columns, named `names[i]` when given, else as DuckDB
-/// names them. The returned bind data is streamed by [`init`] and [`function`], which forward the caller's
-/// interrupt to the connection while they run; the connection stays borrowed until DuckDB drops the bind data.
+/// names them. `ordered`: the statement ends in an `ORDER BY` whose order its rows must keep (the connection then
+/// keeps insertion order for it, [`UNORDERED`]). The returned bind data is streamed by [`init`] and [`function`],
+/// which forward the caller's interrupt to the connection while they run; the connection stays borrowed until
+/// DuckDB drops the bind data.
 pub(crate) unsafe fn bind_statement(
     info: ffi::duckdb_bind_info,
     instance: &Instance,
@@ -520,11 +553,13 @@ pub(crate) unsafe fn bind_statement(
     sql: &str,
     names: &[&str],
     params: &[ffi::duckdb_value],
+    ordered: bool,
 ) -> Result<Bound, String> {
     instance.settle()?;
     let mut conn = instance.raw.get()?;
     let raw = conn.conn.as_mut().ok_or("no connection")?;
     raw.adopt(caller)?;
+    raw.keep_order(ordered)?;
     let prepared = raw.prepare(sql)?;
     let target = RawTarget(raw.conn);
     let key = lane_key(&[sql]);

@@ -155,12 +155,13 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     if matches!(find, FindKind::Scalar | FindKind::Tuple) {
         select.limit = Some(select.limit.map_or(1, |l| l.min(1)));
     }
+    let ordered = !select.order_by.is_empty();
     if pulls.is_empty() {
         let printed = SqlQuery::Select(Box::new(select)).to_sql_in(ctx.opts.dialect)?;
-        return Ok(CompiledQuery { sql: printed.sql, columns, find, held_sql: None, stages: printed.stages });
+        return Ok(CompiledQuery { sql: printed.sql, columns, find, held_sql: None, stages: printed.stages, ordered });
     }
     let (sql, held_sql, stages) = with_pulls(select, &mut columns, &pulls, ctx.opts.dialect)?;
-    Ok(CompiledQuery { sql, columns, find, held_sql, stages })
+    Ok(CompiledQuery { sql, columns, find, held_sql, stages, ordered })
 }
 
 /// Name of the CTE holding a query's rows when find elements pull.

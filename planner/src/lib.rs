@@ -94,6 +94,9 @@ pub struct CompiledQuery {
     /// The relations `sql` reads that must be computed first ([`sql::Stage`]): in the Spark dialect, one per
     /// recursive rule call (Spark has no `UNION` in recursive CTEs); always empty in DuckDB's.
     pub stages: Vec<sql::Stage>,
+    /// Whether `sql` ends in an `ORDER BY` (the query's `:order`, constant keys left out): its rows must be
+    /// handed over in that order, so the connection that runs it must keep DuckDB's insertion order.
+    pub ordered: bool,
 }
 
 impl CompiledQuery {
