@@ -577,12 +577,55 @@ fn key_order(a: &[Key], b: &[Key]) -> std::cmp::Ordering {
     Ordering::Equal
 }
 
+/// Orders two values of one `:order` key as the general path's `ORDER BY` does: keywords as
+/// `planner::types::keyword_order` (no namespace first, then namespace, then name, each by its bytes), doubles
+/// by value with NaN after every number (DuckDB's order), the rest as [`key_order`].
+fn order_key(t: ValueType, x: &Key, y: &Key) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (x, y) {
+        (Key::Text(x), Key::Text(y)) if t == ValueType::Keyword => keyword_parts(x).cmp(&keyword_parts(y)),
+        (Key::Float(x), Key::Float(y)) => match (x.is_nan(), y.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) => x.partial_cmp(y).unwrap_or(Ordering::Equal),
+        },
+        _ => key_order(std::slice::from_ref(x), std::slice::from_ref(y)),
+    }
+}
+
+/// A keyword's text (`:ns/name` or `:name`) as its order key: (has a namespace, namespace, name), the namespace
+/// ending at the first `/` after the first character, as `planner::types::keyword_order` splits it.
+fn keyword_parts(k: &str) -> (bool, &[u8], &[u8]) {
+    let first = k.chars().next().map_or(0, char::len_utf8);
+    match k.find('/') {
+        Some(p) if p > 0 => (true, &k.as_bytes()[first.min(p)..p], &k.as_bytes()[p + 1..]),
+        _ => (false, &[], &k.as_bytes()[first..]),
+    }
+}
+
 impl Answer {
     fn new(mut rows: Vec<Vec<Key>>, plan: &EntityPlan, columns: &[planner::OutputColumn]) -> Answer {
+        if !plan.order.is_empty() {
+            let types: Vec<ValueType> = plan.order.iter().map(|(c, _)| plan.vars[plan.find[*c]].1).collect();
+            rows.sort_by(|a, b| {
+                for ((c, desc), t) in plan.order.iter().zip(&types) {
+                    let o = order_key(*t, &a[*c], &b[*c]);
+                    if o != std::cmp::Ordering::Equal {
+                        return if *desc { o.reverse() } else { o };
+                    }
+                }
+                std::cmp::Ordering::Equal
+            });
+            rows.drain(..plan.offset.min(rows.len()));
+            if let Some(n) = plan.limit {
+                rows.truncate(n);
+            }
+        }
         if matches!(plan.kind, FindKind::Scalar | FindKind::Tuple) {
             // with pulls, the general path chooses the first row in the order of every find column (so that its
             // probe of a `*` reads the entity it pulls: `planner::emit::with_pulls`)
-            if !plan.pulls.is_empty() {
+            if !plan.pulls.is_empty() && plan.order.is_empty() {
                 rows.sort_by(|a, b| key_order(a, b));
             }
             rows.truncate(1);

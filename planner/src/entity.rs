@@ -11,7 +11,8 @@
 //! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
 //! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]), with no
-//! aggregates, `:with`, `:order` or `:limit`, whose inputs are scalars, tuples, collections or relations,
+//! aggregates or `:with`, with `:order` only on find variables (and `:limit` / `:offset`, numbers, only with an
+//! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
 //! its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
 //! or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible, but in a query of a `since`
@@ -93,6 +94,14 @@ pub struct EntityPlan {
     /// The output columns that are `(pull ?e pattern)` find elements: (column, the pattern as EDN text). Such a
     /// column's variable holds the entity; the caller pulls it (`crate::pull::entity_path_pattern`).
     pub pulls: Vec<(usize, String)>,
+    /// The query's `:order`: (output column, descending), keys in order; the caller sorts the rows as the general
+    /// path's `ORDER BY` does (numbers by value, text by its bytes, keywords in Clojure's keyword order as
+    /// `crate::types::keyword_order`). Every key is a plain find variable's column.
+    pub order: Vec<(usize, bool)>,
+    /// `:offset` and `:limit` (numbers), applied after the order; only with an `:order` (without one, which rows
+    /// a limit keeps is the engine's choice, and the two paths would choose differently).
+    pub offset: usize,
+    pub limit: Option<usize>,
 }
 
 impl fmt::Display for EntityPlan {
@@ -120,6 +129,20 @@ impl fmt::Display for EntityPlan {
         for (c, pattern) in &self.pulls {
             write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
         }
+        if !self.order.is_empty() {
+            let keys: Vec<String> = self
+                .order
+                .iter()
+                .map(|(c, desc)| format!("{}{}", self.vars[self.find[*c]].0 .0, if *desc { " desc" } else { "" }))
+                .collect();
+            write!(f, "; order {}", keys.join(" "))?;
+        }
+        if self.offset > 0 {
+            write!(f, "; offset {}", self.offset)?;
+        }
+        if let Some(n) = self.limit {
+            write!(f, "; limit {n}")?;
+        }
         Ok(())
     }
 }
@@ -137,7 +160,16 @@ pub fn plan(
     ctx: &crate::source::Ctx,
     since: Option<Entid>,
 ) -> Option<EntityPlan> {
-    if !query.with.is_empty() || !query.order.is_empty() || query.limit.is_some() || query.offset.is_some() {
+    if !query.with.is_empty() {
+        return None;
+    }
+    let number = |b: &Option<crate::parse::Bound>| match b {
+        None => Some(None),
+        Some(crate::parse::Bound::Value(n)) => usize::try_from(*n).ok().map(Some),
+        Some(crate::parse::Bound::Var(_)) => None,
+    };
+    let (offset, limit) = (number(&query.offset)?, number(&query.limit)?);
+    if query.order.is_empty() && (offset.is_some() || limit.is_some()) {
         return None;
     }
     let (kind, elems) = match &query.find {
@@ -223,6 +255,12 @@ pub fn plan(
     if find.len() != columns.len() {
         return None;
     }
+    // order keys: find variables, not pulls (a variable found twice orders by its first column)
+    let mut order = Vec::new();
+    for o in &query.order {
+        let col = elems.iter().position(|e| matches!(e, FindElem::Var(v) if *v == o.var))?;
+        order.push((col, o.descending));
+    }
     if vars.iter().any(|(_, t)| !entity_path_type(*t)) {
         return None;
     }
@@ -294,7 +332,20 @@ pub fn plan(
         .flatten()
         .collect();
     distinct &= in_find.iter().zip(&vars).all(|(n, (v, _))| *n == 1 || (*n == 0 && fixed.contains(&v)));
-    Some(EntityPlan { vars, seeds, steps, find, kind, as_of: None, since, pulls, distinct })
+    Some(EntityPlan {
+        vars,
+        seeds,
+        steps,
+        find,
+        kind,
+        as_of: None,
+        since,
+        pulls,
+        distinct,
+        order,
+        offset: offset.unwrap_or(0),
+        limit,
+    })
 }
 
 /// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left

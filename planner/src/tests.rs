@@ -403,6 +403,24 @@ fn entity_plans_read_a_since_database_from_the_tx_order() {
 }
 
 #[test]
+fn entity_plans_keep_an_order_on_find_columns_and_its_limit() {
+    let opts = QueryOptions::default();
+    let q = "[:find ?i ?t :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/title ?t] \
+             :order (desc ?t) ?i :offset 1 :limit 2]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    assert_eq!(p.order, vec![(1, true), (0, false)]);
+    assert_eq!((p.offset, p.limit), (1, Some(2)));
+    assert!(p.to_string().ends_with("; order ?t desc ?i; offset 1; limit 2"), "{p}");
+    // a limit without an order, or one given as an input: the general path
+    let q = "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] :limit 2]";
+    assert!(entity_plan_of(q, Some("[7]"), &opts).is_none());
+    let q = "[:find ?i :in $ ?u ?n :where [?i :issue/assignee ?u] :order ?i :limit ?n]";
+    assert!(entity_plan_of(q, Some("[7 2]"), &opts).is_none());
+    let p = entity_plan_of("[:find ?i :in $ ?u :where [?i :issue/assignee ?u]]", Some("[7]"), &opts).unwrap();
+    assert!(p.order.is_empty() && p.offset == 0 && p.limit.is_none());
+}
+
+#[test]
 fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
     let since = QueryOptions { since: Some(TimeBound::Tx(1 << 40)), ..Default::default() };
     let now = QueryOptions::default();
