@@ -95,6 +95,18 @@ QUERIES = [
      lambda r, n: "[[" + " ".join(f'["p{r.randrange(n)}@x" {r.choice(STATES)}]' for _ in range(4)) + "]]"),
     ("[:find ?e ?f :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [?f :p/friend ?e]]",
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    # comparison predicates (the entity path filters its rows with them since 2026-12-07): a long against a
+    # constant, entities against each other, a double against an integer, text against an input
+    ("[:find ?e ?a :in $ [?m ...] :where [?e :p/email ?m] [?e :p/age ?a] [(>= ?a 25)]]",
+     lambda r, n: "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(8)) + "]]"),
+    ("[:find ?f :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [(!= ?f ?e)]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e :in $ ?state :where [?e :p/state ?state] [?e :p/score ?s] [(< ?s 12)]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find ?e ?n :in $ ?age ?lo :where [?e :p/age ?age] [?e :p/name ?n] [(> ?n ?lo)] [(not= ?n \"name 7\")]]",
+     lambda r, n: f'[{r.randrange(15, 40)} "name {r.randrange(20)}"]'),
+    ("[:find ?e :in $ [?lo ...] :where [?e :p/email \"p1@x\"] [?e :p/age ?a] [(<= ?lo ?a)]]",
+     lambda r, n: f"[[{r.randrange(15, 40)} {r.randrange(15, 40)}]]"),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -247,7 +259,10 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert path("[:find ?n :where [?e :p/email \"a@x\"] [?e :p/name ?n]]")
     # a scan, a predicate, an aggregate, negation, time travel: the general path
     assert not path("[:find ?e :where [?e :p/name _]]")
-    assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
+    # a comparison of two numbers or two strings is a filter of the entity path; other predicates are not
+    assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
+    assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(starts-with? ?n \"A\")]]")
+    assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/state ?s] [(< ?s :s/b)]]")
     assert not path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
     # :order on find variables, with :offset / :limit numbers after it; a limit without an order, one given as an

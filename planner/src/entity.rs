@@ -11,7 +11,8 @@
 //! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
 //! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]), with no
-//! aggregates or `:with`, with `:order` only on find variables (and `:limit` / `:offset`, numbers, only with an
+//! aggregates or `:with`, comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
+//! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
 //! its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
@@ -20,8 +21,10 @@
 //! of the index's tx order ([`Access::Since`]). Every answer is the general path's answer
 //! (`tests/test_entity_path.py` runs the query tests through both).
 
+use crate::algebrize::functions::COMPARISONS;
 use crate::parse::{Binding, Clause, FindElem, FindSpec, InBinding, Query, Term, Var};
 use crate::schema::{Entid, Schema, ValueType};
+use crate::sql::BinOp;
 use crate::types::Constant;
 use crate::{inputs, FindKind, OutputColumn};
 use edn_format::Value;
@@ -68,6 +71,35 @@ pub struct Step {
     pub access: Access,
 }
 
+/// A predicate clause `[(op a b)]` the entity path evaluates over each row once every step has run: two operands,
+/// variables or constants, both numbers (longs, doubles and entids, compared by value as DuckDB compares them,
+/// NaN equal to NaN and above every number) or both strings (by their bytes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Filter {
+    /// One of the comparisons (`Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`), as the general path compiles the clause.
+    pub op: BinOp,
+    pub a: Slot,
+    pub b: Slot,
+    /// The clause as written, for `mentat_explain`.
+    pub form: String,
+}
+
+impl Filter {
+    /// Whether a row whose left operand orders `o` against its right one passes.
+    pub fn holds(&self, o: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self.op {
+            BinOp::Eq => o == Equal,
+            BinOp::Ne => o != Equal,
+            BinOp::Lt => o == Less,
+            BinOp::Le => o != Greater,
+            BinOp::Gt => o == Greater,
+            BinOp::Ge => o != Less,
+            _ => false,
+        }
+    }
+}
+
 /// A query the entity path answers: seed rows from the inputs, the steps, and the find variables.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EntityPlan {
@@ -102,6 +134,8 @@ pub struct EntityPlan {
     /// a limit keeps is the engine's choice, and the two paths would choose differently).
     pub offset: usize,
     pub limit: Option<usize>,
+    /// Comparison predicates, applied to every row after the steps (before the projection to the find).
+    pub filters: Vec<Filter>,
 }
 
 impl fmt::Display for EntityPlan {
@@ -128,6 +162,9 @@ impl fmt::Display for EntityPlan {
         }
         for (c, pattern) in &self.pulls {
             write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
+        }
+        for c in &self.filters {
+            write!(f, "; filter {}", c.form)?;
         }
         if !self.order.is_empty() {
             let keys: Vec<String> = self
@@ -185,7 +222,12 @@ pub fn plan(
     let mut vars: Vec<(Var, ValueType)> = Vec::new();
     let mut index: HashMap<Var, usize> = HashMap::new();
     let mut patterns = Vec::new();
+    let mut predicates = Vec::new();
     for c in &query.where_clauses {
+        if let Clause::Predicate(call) = c {
+            predicates.push(call);
+            continue;
+        }
         let Clause::Pattern { terms, .. } = c else { return None };
         let [e, a, v] = terms.as_slice() else { return None };
         let Term::Const(Value::Keyword(k)) = a else { return None };
@@ -261,6 +303,17 @@ pub fn plan(
         let col = elems.iter().position(|e| matches!(e, FindElem::Var(v) if *v == o.var))?;
         order.push((col, o.descending));
     }
+    // a predicate's variable that only the inputs bind
+    for call in &predicates {
+        for t in &call.args {
+            if let Term::Var(v) = t {
+                if !index.contains_key(v) {
+                    let t = input_type(query, v, inputs_edn, ctx)?;
+                    var_of(v, t, &mut vars, &mut index)?;
+                }
+            }
+        }
+    }
     if vars.iter().any(|(_, t)| !entity_path_type(*t)) {
         return None;
     }
@@ -316,6 +369,45 @@ pub fn plan(
     if find.iter().any(|i| !bound[*i]) {
         return None;
     }
+    let mut filters = Vec::new();
+    for call in predicates {
+        let op = COMPARISONS.iter().find(|(name, _)| *name == call.name)?.1;
+        let [a, b] = call.args.as_slice() else { return None };
+        // the variables' types (a variable the patterns do not bind, or of another type: the general path)
+        let var = |t: &Term| match t {
+            Term::Var(v) => index.get(v).copied().filter(|i| bound[*i]).map(Some),
+            Term::Const(_) => Some(None),
+            _ => None,
+        };
+        let (va, vb) = (var(a)?, var(b)?);
+        let number = |t: ValueType| matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref);
+        let class_of = |i: usize| match vars[i].1 {
+            t if number(t) => Some(0),
+            ValueType::String => Some(1),
+            _ => None,
+        };
+        // a constant in the other operand's type (an integer beside a double is that double)
+        let constant = |c: &Term, other: usize| {
+            let Term::Const(c) = c else { return None };
+            match (vars[other].1, c) {
+                (ValueType::Double, Value::Integer(i)) => Some(Key::Float(*i as f64)),
+                (t, c) => value_key(c, t, schema),
+            }
+        };
+        let (a, b) = match (va, vb) {
+            (Some(x), Some(y)) if class_of(x)? == class_of(y)? => (Slot::Var(x), Slot::Var(y)),
+            (Some(x), None) => {
+                class_of(x)?;
+                (Slot::Var(x), Slot::Const(constant(b, x)?))
+            }
+            (None, Some(y)) => {
+                class_of(y)?;
+                (Slot::Const(constant(a, y)?), Slot::Var(y))
+            }
+            _ => return None,
+        };
+        filters.push(Filter { op, a, b, form: crate::error::show(&call.form) });
+    }
     // every variable in the find, once, but those a scalar or tuple input binds (the same value in every row): no
     // projection merges rows
     let mut in_find = vec![0; vars.len()];
@@ -345,6 +437,7 @@ pub fn plan(
         order,
         offset: offset.unwrap_or(0),
         limit,
+        filters,
     })
 }
 

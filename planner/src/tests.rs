@@ -421,6 +421,39 @@ fn entity_plans_keep_an_order_on_find_columns_and_its_limit() {
 }
 
 #[test]
+fn entity_plans_filter_rows_with_comparisons_of_numbers_or_strings() {
+    use crate::entity::{Filter, Key, Slot};
+    use crate::sql::BinOp;
+    let opts = QueryOptions::default();
+    let q = "[:find ?i :in $ ?u ?min :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [(>= ?p ?min)] \
+             [(!= ?i ?u)]]";
+    let p = entity_plan_of(q, Some("[7 2]"), &opts).expect("planned");
+    let var = |name: &str| Slot::Var(p.vars.iter().position(|(v, _)| v.0 == name).unwrap());
+    assert_eq!(p.filters.len(), 2);
+    assert_eq!((p.filters[0].op, &p.filters[0].a, &p.filters[0].b), (BinOp::Ge, &var("?p"), &var("?min")));
+    assert_eq!((p.filters[1].op, &p.filters[1].a, &p.filters[1].b), (BinOp::Ne, &var("?i"), &var("?u")));
+    // a long against a double constant: the general path (the constant is not a long)
+    assert!(entity_plan_of(
+        "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [(< ?p 4.5)]]",
+        Some("[7]"),
+        &opts
+    )
+    .is_none());
+    let q = "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [(< ?p 4)]]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).unwrap();
+    assert_eq!(
+        p.filters,
+        vec![Filter { op: BinOp::Lt, a: var("?p"), b: Slot::Const(Key::Int(4)), form: "[(< ?p 4)]".into() }]
+    );
+    assert!(p.to_string().contains("; filter [(< ?p 4)]"), "{p}");
+    // not a comparison, three operands, a keyword: the general path
+    for pred in ["[(starts-with? ?t \"a\")]", "[(< 1 ?p 9)]", "[(< ?s :state/open)]"] {
+        let q = format!("[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [?i :issue/state ?s] [?i :issue/title ?t] {pred}]");
+        assert!(entity_plan_of(&q, Some("[7]"), &opts).is_none(), "{pred}");
+    }
+}
+
+#[test]
 fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
     let since = QueryOptions { since: Some(TimeBound::Tx(1 << 40)), ..Default::default() };
     let now = QueryOptions::default();

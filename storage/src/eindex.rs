@@ -1571,6 +1571,9 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
         }
         rows = next;
     }
+    if !plan.filters.is_empty() {
+        rows.retain(|row| plan.filters.iter().all(|f| passes(f, row)));
+    }
     // foldhash, as the transactor's sets: the distinct hashes every answer row (std's SipHash is the slow one);
     // sized once, and a row whose variables are the find's, in order, is its own projection (a since scan gives
     // thousands of rows, whose copies and rehashing cost more than their reading)
@@ -1599,6 +1602,32 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
         }
     }
     Outcome::Rows(out)
+}
+
+/// Whether `row` passes the comparison `f` ([`planner::entity::Filter`]): numbers by value (a long beside a double
+/// as a double, as DuckDB casts it; NaN equal to NaN and above every number, DuckDB's rule), text by its bytes.
+fn passes(f: &planner::entity::Filter, row: &Row) -> bool {
+    let get = |s: &Slot| match s {
+        Slot::Var(i) => row[*i].clone(),
+        Slot::Const(k) => Some(IKey::from_key(k)),
+        Slot::Blank => None,
+    };
+    let (Some(a), Some(b)) = (get(&f.a), get(&f.b)) else { return false };
+    let float = |x: f64, y: f64| match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+    };
+    let o = match (&a, &b) {
+        (IKey::Int(x), IKey::Int(y)) => x.cmp(y),
+        (IKey::Float(x), IKey::Float(y)) => float(*x, *y),
+        (IKey::Int(x), IKey::Float(y)) => float(*x as f64, *y),
+        (IKey::Float(x), IKey::Int(y)) => float(*x, *y as f64),
+        (IKey::Text(x), IKey::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        _ => return false,
+    };
+    f.holds(o)
 }
 
 /// A position of a step as a since scan binds it: its constant converted to the index's key once.

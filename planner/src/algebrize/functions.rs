@@ -25,7 +25,8 @@ pub(crate) enum Operand {
     Const(Constant),
 }
 
-const COMPARISONS: [(&str, BinOp); 8] = [
+/// Datalog's comparison predicates and their SQL operators (also the entity path's filters, `crate::entity`).
+pub(crate) const COMPARISONS: [(&str, BinOp); 8] = [
     ("=", BinOp::Eq),
     ("==", BinOp::Eq),
     ("!=", BinOp::Ne),

@@ -14,7 +14,7 @@
 //!   report the variable that is never bound).
 
 mod fulltext;
-mod functions;
+pub(crate) mod functions;
 mod logic;
 mod rules;
 mod txlog;
