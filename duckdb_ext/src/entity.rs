@@ -581,15 +581,9 @@ fn key_order(a: &[Key], b: &[Key]) -> std::cmp::Ordering {
 /// `planner::types::keyword_order` (no namespace first, then namespace, then name, each by its bytes), doubles
 /// by value with NaN after every number (DuckDB's order), the rest as [`key_order`].
 fn order_key(t: ValueType, x: &Key, y: &Key) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
     match (x, y) {
         (Key::Text(x), Key::Text(y)) if t == ValueType::Keyword => keyword_parts(x).cmp(&keyword_parts(y)),
-        (Key::Float(x), Key::Float(y)) => match (x.is_nan(), y.is_nan()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => x.partial_cmp(y).unwrap_or(Ordering::Equal),
-        },
+        (Key::Float(x), Key::Float(y)) => planner::entity::double_order(*x, *y),
         _ => key_order(std::slice::from_ref(x), std::slice::from_ref(y)),
     }
 }

@@ -84,6 +84,18 @@ pub struct Filter {
     pub form: String,
 }
 
+/// Orders two doubles as DuckDB compares and sorts them: by value, NaN equal to NaN and above every number (the
+/// entity path's filters and `:order`).
+pub fn double_order(x: f64, y: f64) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+    }
+}
+
 impl Filter {
     /// Whether a row whose left operand orders `o` against its right one passes.
     pub fn holds(&self, o: std::cmp::Ordering) -> bool {

@@ -1613,12 +1613,7 @@ fn passes(f: &planner::entity::Filter, row: &Row) -> bool {
         Slot::Blank => None,
     };
     let (Some(a), Some(b)) = (get(&f.a), get(&f.b)) else { return false };
-    let float = |x: f64, y: f64| match (x.is_nan(), y.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
-    };
+    let float = planner::entity::double_order;
     let o = match (&a, &b) {
         (IKey::Int(x), IKey::Int(y)) => x.cmp(y),
         (IKey::Float(x), IKey::Float(y)) => float(*x, *y),
