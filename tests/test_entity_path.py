@@ -73,12 +73,16 @@ def random_tx(rng, n):
     return "[" + " ".join(ops) + "]"
 
 
+def emails(r, n, k=6):
+    return "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(k)) + "]]"
+
+
 QUERIES = [
     # (query, inputs(rng, n))
     ("[:find ?e ?name :in $ ?email :where [?e :p/email ?email] [?e :p/name ?name]]",
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
     ("[:find ?e ?name :in $ [?email ...] :where [?e :p/email ?email] [?e :p/name ?name]]",
-     lambda r, n: "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(5)) + "]]"),
+     lambda r, n: emails(r, n, 5)),
     ("[:find ?f ?fname ?age :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [?f :p/name ?fname] "
      "[?f :p/age ?age]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
     ("[:find ?e ?email :in $ ?boss :where [?b :p/email ?boss] [?e :p/boss ?b] [?e :p/email ?email]]",
@@ -98,7 +102,7 @@ QUERIES = [
     # comparison predicates (the entity path filters its rows with them since 2026-12-07): a long against a
     # constant, entities against each other, a double against an integer, text against an input
     ("[:find ?e ?a :in $ [?m ...] :where [?e :p/email ?m] [?e :p/age ?a] [(>= ?a 25)]]",
-     lambda r, n: "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(8)) + "]]"),
+     lambda r, n: emails(r, n, 8)),
     ("[:find ?f :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [(!= ?f ?e)]]",
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
     ("[:find ?e :in $ ?state :where [?e :p/state ?state] [?e :p/score ?s] [(< ?s 12)]]",
@@ -107,6 +111,18 @@ QUERIES = [
      lambda r, n: f'[{r.randrange(15, 40)} "name {r.randrange(20)}"]'),
     ("[:find ?e :in $ [?lo ...] :where [?e :p/email \"p1@x\"] [?e :p/age ?a] [(<= ?lo ?a)]]",
      lambda r, n: f"[[{r.randrange(15, 40)} {r.randrange(15, 40)}]]"),
+    # aggregates (the entity path groups its rows since 2026-12-07): counts over the set of find tuples (a count of
+    # ages counts distinct ages), min / max of numbers and text, grouped by keywords and tags, with a filter
+    ("[:find ?s (count ?e) (count-distinct ?a) (max ?nm) (min ?sc) :in $ [?m ...] :where [?e :p/email ?m] "
+     "[?e :p/state ?s] [?e :p/age ?a] [?e :p/name ?nm] [?e :p/score ?sc]]", lambda r, n: emails(r, n, 8)),
+    ("[:find (count ?f) . :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?t (count ?e) :in $ ?state :where [?e :p/state ?state] [?e :p/tag ?t]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find (max ?a) (min ?a) (count ?a) :in $ ?state :where [?e :p/state ?state] [?e :p/age ?a]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find ?e (count ?f) (max ?fa) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/friend ?f] [?f :p/age ?fa] "
+     "[(> ?fa 20)]]", lambda r, n: emails(r, n, 6)),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -117,20 +133,18 @@ QUERIES = [
     ("[:find [(pull ?e [:p/email :p/_boss]) ...] :in $ ?age :where [?e :p/age ?age]]",
      lambda r, n: f"[{r.randrange(15, 40)}]"),
     ("[:find ?s (pull ?e [:db/id :p/tag]) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/score ?s]]",
-     lambda r, n: "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(4)) + "]]"),
+     lambda r, n: emails(r, n, 4)),
     ("[:find (pull ?e [:p/email {:p/friend [*]}]) (pull ?b [*]) :in $ ?m :where [?e :p/email ?m] [?e :p/boss ?b]]",
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
 ]
-
-def emails(r, n, k=6):
-    return "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(k)) + "]]"
-
 
 # queries with :order (the entity path sorts their rows since 2026-12-07), each ordered down to a unique key so
 # that one order is right and the two paths' lists must be equal; :offset and :limit after the order
 ORDERED = [
     ("[:find ?f ?fname ?age :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [?f :p/name ?fname] "
      "[?f :p/age ?age] :order (desc ?age) ?fname ?f]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?s (count ?e) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/state ?s] :order (desc ?s)]",
+     lambda r, n: emails(r, n, 8)),
     ("[:find ?e ?s :in $ ?state :where [?e :p/state ?state] [?e :p/score ?s] :order (desc ?s) ?e :limit 3]",
      lambda r, n: f"[{r.choice(STATES)}]"),
     # text by its bytes (one tag holds a NUL)
@@ -257,13 +271,18 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert path("[:find ?e ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]", '["a@x"]')
     assert path("[:find ?e :in $ [?m ...] :where [?e :p/email ?m]]", '[["a@x"]]')
     assert path("[:find ?n :where [?e :p/email \"a@x\"] [?e :p/name ?n]]")
-    # a scan, a predicate, an aggregate, negation, time travel: the general path
+    # a scan, negation: the general path
     assert not path("[:find ?e :where [?e :p/name _]]")
     # a comparison of two numbers or two strings is a filter of the entity path; other predicates are not
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(starts-with? ?n \"A\")]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/state ?s] [(< ?s :s/b)]]")
-    assert not path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')
+    # count, count-distinct, min and max group the entity path's rows; sum, avg, :with: the general path
+    assert path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')
+    assert path("[:find ?n (count-distinct ?a) (max ?a) :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n] "
+                "[?e :p/age ?a]]", '["a@x"]')
+    assert not path("[:find (sum ?a) :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
+    assert not path("[:find (count ?a) :with ?e :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
     # :order on find variables, with :offset / :limit numbers after it; a limit without an order, one given as an
     # input, or an order on a pulled entity: the general path

@@ -601,7 +601,7 @@ fn keyword_parts(k: &str) -> (bool, &[u8], &[u8]) {
 impl Answer {
     fn new(mut rows: Vec<Vec<Key>>, plan: &EntityPlan, columns: &[planner::OutputColumn]) -> Answer {
         if !plan.order.is_empty() {
-            let types: Vec<ValueType> = plan.order.iter().map(|(c, _)| plan.vars[plan.find[*c]].1).collect();
+            let types: Vec<ValueType> = plan.order.iter().map(|(c, _)| plan.column_type(*c)).collect();
             rows.sort_by(|a, b| {
                 for ((c, desc), t) in plan.order.iter().zip(&types) {
                     let o = order_key(*t, &a[*c], &b[*c]);
@@ -626,7 +626,7 @@ impl Answer {
         }
         Answer {
             rows,
-            types: plan.find.iter().map(|i| plan.vars[*i].1).collect(),
+            types: (0..plan.find.len()).map(|c| plan.column_type(c)).collect(),
             names: columns.iter().map(|c| c.name.clone()).collect(),
             pulls: Vec::new(),
             next: AtomicUsize::new(0),

@@ -62,13 +62,7 @@ impl RawConn {
         }
         let sql = CString::new(format!("SET TimeZone = {}", planner::layout::quote_str(zone)))
             .map_err(|_| "a time zone name with a NUL byte")?;
-        let mut result: ffi::duckdb_result = std::mem::zeroed();
-        let ok = ffi::duckdb_query(self.conn, sql.as_ptr(), &mut result) == ffi::DuckDBSuccess;
-        let err = if ok { None } else { result_error(&mut result) };
-        ffi::duckdb_destroy_result(&mut result);
-        if !ok {
-            return Err(format!("mentat could not take on the time zone {zone}: {}", err.unwrap_or_default()));
-        }
+        self.set(&sql).map_err(|e| format!("mentat could not take on the time zone {zone}: {e}"))?;
         for (_, (mut p, _)) in self.cache.drain() {
             ffi::duckdb_destroy_prepare(&mut p);
         }
@@ -84,16 +78,23 @@ impl RawConn {
         if self.ordered == yes {
             return Ok(());
         }
+        self.set(if yes { ORDERED } else { UNORDERED })
+            .map_err(|e| format!("mentat could not set insertion order on its connection: {e}"))?;
+        self.ordered = yes;
+        Ok(())
+    }
+
+    /// Runs one session statement (a `SET`) on the connection. Errors with DuckDB's message.
+    unsafe fn set(&self, sql: &CStr) -> Result<(), String> {
         let mut result: ffi::duckdb_result = std::mem::zeroed();
-        let sql = if yes { ORDERED } else { UNORDERED };
         let ok = ffi::duckdb_query(self.conn, sql.as_ptr(), &mut result) == ffi::DuckDBSuccess;
         let err = if ok { None } else { result_error(&mut result) };
         ffi::duckdb_destroy_result(&mut result);
-        if !ok {
-            return Err(format!("mentat could not set insertion order on its connection: {}", err.unwrap_or_default()));
+        if ok {
+            Ok(())
+        } else {
+            Err(err.unwrap_or_default())
         }
-        self.ordered = yes;
-        Ok(())
     }
 
     /// The prepared statement for `sql`, from the cache or newly prepared. Errors with DuckDB's message.
@@ -151,11 +152,7 @@ impl RawPool {
                     // see crate::pool::no_host_replacements and UNORDERED; an error (no such setting) is left unread
                     for sql in [crate::pool::NO_PYTHON_REPLACEMENTS, UNORDERED] {
                         // SAFETY: `c.conn` is an open connection that this borrower alone holds.
-                        unsafe {
-                            let mut result: ffi::duckdb_result = std::mem::zeroed();
-                            let _ = ffi::duckdb_query(c.conn, sql.as_ptr(), &mut result);
-                            ffi::duckdb_destroy_result(&mut result);
-                        }
+                        let _ = unsafe { c.set(sql) };
                     }
                     c.ready = true;
                     c.ordered = false;

@@ -10,8 +10,9 @@
 //! which the general path (one SQL statement) answers as before. Eligible are queries whose `:where` holds only
 //! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
 //! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
-//! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]), with no
-//! aggregates or `:with`, comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
+//! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
+//! aggregates `count`, `count-distinct`, `min` and `max` without pulls ([`Agg`]), with no `:with`, comparison
+//! predicates of two numbers or two strings ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
@@ -96,6 +97,63 @@ pub fn double_order(x: f64, y: f64) -> std::cmp::Ordering {
     }
 }
 
+/// An aggregate find element the entity path computes, with Datomic's semantics as the general path compiles
+/// them (`planner::emit`): the rows, projected onto the find's columns, are a set; they are grouped by the
+/// columns that are not aggregates, and a group's `count` is its number of rows, `count-distinct` the number of
+/// distinct values of its variable, `min` / `max` its least / greatest value (numbers by value, NaN above every
+/// number, text by its bytes, as DuckDB's `min` and `max`). With no grouping column and no row, no row (Datomic
+/// answers `[]`, not a count of 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agg {
+    Count,
+    CountDistinct,
+    Min,
+    Max,
+}
+
+impl Agg {
+    /// The aggregate of a find element `(func ?x)` over a variable of type `t` (no `n`), or None when the
+    /// general path must compute it: `min` / `max` of keywords (Clojure's keyword order), booleans and instants,
+    /// `sum`, `avg` and the rest (a double sum depends on the order of its terms).
+    fn of(func: &str, t: ValueType) -> Option<Agg> {
+        let ordered = matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref | ValueType::String);
+        match func {
+            "count" => Some(Agg::Count),
+            "count-distinct" => Some(Agg::CountDistinct),
+            "min" if ordered => Some(Agg::Min),
+            "max" if ordered => Some(Agg::Max),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Agg::Count => "count",
+            Agg::CountDistinct => "count-distinct",
+            Agg::Min => "min",
+            Agg::Max => "max",
+        }
+    }
+}
+
+/// A total order of keys as DuckDB compares values of one type (numbers by value, NaN equal to NaN and above
+/// every number, text by its bytes); keys of different kinds, which one column never mixes, by kind.
+fn key_cmp(a: &Key, b: &Key) -> std::cmp::Ordering {
+    match (a, b) {
+        (Key::Int(x), Key::Int(y)) => x.cmp(y),
+        (Key::Float(x), Key::Float(y)) => double_order(*x, *y),
+        (Key::Text(x), Key::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        _ => {
+            let kind = |k: &Key| match k {
+                Key::Int(_) => 0,
+                Key::Float(_) => 1,
+                Key::Text(_) => 2,
+            };
+            kind(a).cmp(&kind(b))
+        }
+    }
+}
+
 impl Filter {
     /// Whether a row whose left operand orders `o` against its right one passes.
     pub fn holds(&self, o: std::cmp::Ordering) -> bool {
@@ -148,6 +206,57 @@ pub struct EntityPlan {
     pub limit: Option<usize>,
     /// Comparison predicates, applied to every row after the steps (before the projection to the find).
     pub filters: Vec<Filter>,
+    /// The aggregate find elements: (output column, aggregate); the column's variable in [`EntityPlan::find`] is
+    /// the aggregated one. Applied by [`EntityPlan::aggregate`] to the distinct projected rows; never with pulls.
+    pub aggregates: Vec<(usize, Agg)>,
+}
+
+impl EntityPlan {
+    /// The value type of output column `c`: a count's is a long, any other column's its variable's type.
+    pub fn column_type(&self, c: usize) -> ValueType {
+        match self.aggregates.iter().find(|(a, _)| *a == c) {
+            Some((_, Agg::Count | Agg::CountDistinct)) => ValueType::Long,
+            _ => self.vars[self.find[c]].1,
+        }
+    }
+
+    /// Groups the answer's `rows` (one key per find column, distinct: a Datalog set) by the columns that are not
+    /// aggregates and computes the aggregates of each group ([`Agg`]): one row per group, in no particular order.
+    /// Rows come back unchanged when the find has no aggregate.
+    pub fn aggregate(&self, mut rows: Vec<Vec<Key>>) -> Vec<Vec<Key>> {
+        if self.aggregates.is_empty() {
+            return rows;
+        }
+        let keys: Vec<usize> = (0..self.find.len()).filter(|c| !self.aggregates.iter().any(|(a, _)| a == c)).collect();
+        let by_keys = |a: &Vec<Key>, b: &Vec<Key>| {
+            keys.iter().map(|c| key_cmp(&a[*c], &b[*c])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+        };
+        rows.sort_by(by_keys);
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < rows.len() {
+            let len = rows[start..].iter().position(|r| by_keys(r, &rows[start]).is_ne()).unwrap_or(rows.len() - start);
+            let group = &rows[start..start + len];
+            let mut row = group[0].clone();
+            for (c, agg) in &self.aggregates {
+                let values = group.iter().map(|r| &r[*c]);
+                row[*c] = match agg {
+                    Agg::Count => Key::Int(len as i64),
+                    Agg::CountDistinct => {
+                        let mut v: Vec<&Key> = values.collect();
+                        v.sort_by(|a, b| key_cmp(a, b));
+                        v.dedup_by(|a, b| key_cmp(a, b).is_eq());
+                        Key::Int(v.len() as i64)
+                    }
+                    Agg::Min => values.min_by(|a, b| key_cmp(a, b)).cloned().unwrap_or(Key::Int(0)),
+                    Agg::Max => values.max_by(|a, b| key_cmp(a, b)).cloned().unwrap_or(Key::Int(0)),
+                };
+            }
+            out.push(row);
+            start += len;
+        }
+        out
+    }
 }
 
 impl fmt::Display for EntityPlan {
@@ -174,6 +283,9 @@ impl fmt::Display for EntityPlan {
         }
         for (c, pattern) in &self.pulls {
             write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
+        }
+        for (c, agg) in &self.aggregates {
+            write!(f, "; {} {}", agg.name(), self.vars[self.find[*c]].0 .0)?;
         }
         for c in &self.filters {
             write!(f, "; filter {}", c.form)?;
@@ -269,6 +381,7 @@ pub fn plan(
     // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
     let mut find = Vec::new();
     let mut pulls = Vec::new();
+    let mut aggregates = Vec::new();
     for (elem, col) in elems.iter().zip(columns) {
         // a pull of an entity that the patterns bind, with a pattern the index answers (its column's type is the
         // pull's STRUCT, which the caller declares)
@@ -293,7 +406,11 @@ pub fn plan(
             find.push(i);
             continue;
         }
-        let FindElem::Var(v) = elem else { return None };
+        let (v, agg) = match elem {
+            FindElem::Var(v) => (v, None),
+            FindElem::Aggregate(a) if a.n.is_none() => (&a.var, Some(a.func.as_str())),
+            _ => return None,
+        };
         let i = match index.get(v) {
             Some(&i) => i,
             None => {
@@ -301,12 +418,24 @@ pub fn plan(
                 var_of(v, t, &mut vars, &mut index)?
             }
         };
-        if col.sql_type != vars[i].1.sql_type() {
+        let t = match agg {
+            None => vars[i].1,
+            Some(func) => {
+                let agg = Agg::of(func, vars[i].1)?;
+                aggregates.push((find.len(), agg));
+                if matches!(agg, Agg::Count | Agg::CountDistinct) {
+                    ValueType::Long
+                } else {
+                    vars[i].1
+                }
+            }
+        };
+        if col.sql_type != t.sql_type() {
             return None;
         }
         find.push(i);
     }
-    if find.len() != columns.len() {
+    if find.len() != columns.len() || (!aggregates.is_empty() && !pulls.is_empty()) {
         return None;
     }
     // order keys: find variables, not pulls (a variable found twice orders by its first column)
@@ -450,6 +579,7 @@ pub fn plan(
         offset: offset.unwrap_or(0),
         limit,
         filters,
+        aggregates,
     })
 }
 

@@ -454,6 +454,49 @@ fn entity_plans_filter_rows_with_comparisons_of_numbers_or_strings() {
 }
 
 #[test]
+fn entity_plans_group_rows_for_counts_mins_and_maxes() {
+    use crate::entity::{Agg, Key};
+    let opts = QueryOptions::default();
+    let q = "[:find ?s (count ?i) (count-distinct ?p) (max ?t) :in $ ?u :where [?i :issue/assignee ?u] \
+             [?i :issue/state ?s] [?i :issue/priority ?p] [?i :issue/title ?t]]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    assert_eq!(p.aggregates, vec![(1, Agg::Count), (2, Agg::CountDistinct), (3, Agg::Max)]);
+    assert_eq!(
+        (0..4).map(|c| p.column_type(c)).collect::<Vec<_>>(),
+        vec![ValueType::Keyword, ValueType::Long, ValueType::Long, ValueType::String]
+    );
+    assert!(p.to_string().ends_with("; count ?i; count-distinct ?p; max ?t"), "{p}");
+    // the distinct rows (?s ?i ?p ?t) of two states, by hand: open has issues 10 (p 2, "b") and 11 (p 2, "a"),
+    // closed has issue 12 (p 5, "c")
+    let (i, t) = (Key::Int, |s: &str| Key::Text(s.into()));
+    let (open, closed) = (t(":state/open"), t(":state/closed"));
+    let rows = vec![
+        vec![closed.clone(), i(12), i(5), t("c")],
+        vec![open.clone(), i(10), i(2), t("b")],
+        vec![open.clone(), i(11), i(2), t("a")],
+    ];
+    // grouped rows come sorted by their grouping keys' bytes (":state/c" before ":state/o")
+    assert_eq!(p.aggregate(rows), vec![vec![closed, i(1), i(1), t("c")], vec![open, i(2), i(1), t("b")]]);
+    // no grouping column: one row, and none over no rows (Datomic answers [] there, not a count of 0)
+    let q = "[:find (count ?i) (min ?p) :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p]]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    assert_eq!(p.aggregate(vec![vec![i(10), i(4)], vec![i(11), i(3)]]), vec![vec![i(2), i(3)]]);
+    assert!(p.aggregate(Vec::new()).is_empty());
+    // doubles: NaN above every number, as DuckDB orders them (so the min here is 1.0)
+    let nan = p.aggregate(vec![vec![i(1), Key::Float(f64::NAN)], vec![i(2), Key::Float(1.0)]]);
+    assert!(matches!(nan[0][1], Key::Float(x) if x == 1.0), "{nan:?}");
+    // sum, avg, min of n, min of a keyword, :with, and aggregates beside pulls: the general path
+    for find in ["(sum ?p)", "(avg ?p)", "(min 2 ?p)", "(min ?s)", "(count ?i) (pull ?i [:issue/title])"] {
+        let q = format!(
+            "[:find {find} :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [?i :issue/state ?s]]"
+        );
+        assert!(entity_plan_of(&q, Some("[7]"), &opts).is_none(), "{find}");
+    }
+    let q = "[:find (count ?p) :with ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p]]";
+    assert!(entity_plan_of(q, Some("[7]"), &opts).is_none());
+}
+
+#[test]
 fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
     let since = QueryOptions { since: Some(TimeBound::Tx(1 << 40)), ..Default::default() };
     let now = QueryOptions::default();

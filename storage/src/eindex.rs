@@ -1586,7 +1586,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
             };
             out.push(keys);
         }
-        return Outcome::Rows(out);
+        return Outcome::Rows(plan.aggregate(out));
     }
     let whole = plan.find.len() == plan.vars.len() && plan.find.iter().enumerate().all(|(k, i)| k == *i);
     let mut seen: foldhash::HashSet<Row> =
@@ -1601,20 +1601,22 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
             out.push(keys);
         }
     }
-    Outcome::Rows(out)
+    Outcome::Rows(plan.aggregate(out))
 }
 
 /// Whether `row` passes the comparison `f` ([`planner::entity::Filter`]): numbers by value (a long beside a double
 /// as a double, as DuckDB casts it; NaN equal to NaN and above every number, DuckDB's rule), text by its bytes.
 fn passes(f: &planner::entity::Filter, row: &Row) -> bool {
+    use std::borrow::Cow;
+    // a variable's key is compared where the row holds it; a constant is converted for the comparison
     let get = |s: &Slot| match s {
-        Slot::Var(i) => row[*i].clone(),
-        Slot::Const(k) => Some(IKey::from_key(k)),
+        Slot::Var(i) => row[*i].as_ref().map(Cow::Borrowed),
+        Slot::Const(k) => Some(Cow::Owned(IKey::from_key(k))),
         Slot::Blank => None,
     };
     let (Some(a), Some(b)) = (get(&f.a), get(&f.b)) else { return false };
     let float = planner::entity::double_order;
-    let o = match (&a, &b) {
+    let o = match (a.as_ref(), b.as_ref()) {
         (IKey::Int(x), IKey::Int(y)) => x.cmp(y),
         (IKey::Float(x), IKey::Float(y)) => float(*x, *y),
         (IKey::Int(x), IKey::Float(y)) => float(*x as f64, *y),
