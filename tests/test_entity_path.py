@@ -123,6 +123,18 @@ QUERIES = [
      lambda r, n: f"[{r.choice(STATES)}]"),
     ("[:find ?e (count ?f) (max ?fa) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/friend ?f] [?f :p/age ?fa] "
      "[(> ?fa 20)]]", lambda r, n: emails(r, n, 6)),
+    # negation (the entity path probes it from each row since 2026-12-07): `not` on the query's variables, a
+    # not-join with variables of its own and a filter, beside a cardinality-many value, under a count
+    ("[:find ?e ?nm :in $ [?m ...] :where [?e :p/email ?m] [?e :p/name ?nm] (not [?e :p/state :s/a])]",
+     lambda r, n: emails(r, n, 8)),
+    ("[:find ?f :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] (not [?f :p/friend ?e])]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e :in $ ?state :where [?e :p/state ?state] (not-join [?e] [?e :p/friend ?f] [?f :p/age ?a] "
+     "[(< ?a 25)])]", lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find ?e ?t :in $ [?m ...] :where [?e :p/email ?m] [?e :p/tag ?t] (not-join [?e ?t] [?e :p/boss ?b] "
+     "[?b :p/tag ?t])]", lambda r, n: emails(r, n, 8)),
+    ("[:find (count ?e) . :in $ ?state :where [?e :p/state ?state] (not [?e :p/active true])]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -271,7 +283,7 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert path("[:find ?e ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]", '["a@x"]')
     assert path("[:find ?e :in $ [?m ...] :where [?e :p/email ?m]]", '[["a@x"]]')
     assert path("[:find ?n :where [?e :p/email \"a@x\"] [?e :p/name ?n]]")
-    # a scan, negation: the general path
+    # a scan: the general path
     assert not path("[:find ?e :where [?e :p/name _]]")
     # a comparison of two numbers or two strings is a filter of the entity path; other predicates are not
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
@@ -283,7 +295,9 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
                 "[?e :p/age ?a]]", '["a@x"]')
     assert not path("[:find (sum ?a) :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
     assert not path("[:find (count ?a) :with ?e :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
-    assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
+    # negation probed from each row; a negation that would scan: the general path
+    assert path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
+    assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not-join [?e] [?x :p/name \"A\"])]")
     # :order on find variables, with :offset / :limit numbers after it; a limit without an order, one given as an
     # input, or an order on a pulled entity: the general path
     assert path("[:find ?e ?n :in $ [?m ...] :where [?e :p/email ?m] [?e :p/name ?n] :order (desc ?n) :limit 1]",

@@ -11,7 +11,8 @@
 //! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
 //! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
-//! aggregates `count`, `count-distinct`, `min` and `max` without pulls ([`Agg`]), with no `:with`, comparison
+//! aggregates `count`, `count-distinct`, `min` and `max` without pulls ([`Agg`]), with no `:with`, `not` /
+//! `not-join` clauses of patterns and comparisons that can be probed from each row ([`Negation`]), comparison
 //! predicates of two numbers or two strings ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
@@ -71,6 +72,20 @@ pub struct Step {
     pub v: Slot,
     pub access: Access,
 }
+
+/// A `not` or `not-join` clause of data patterns (and comparison predicates) the entity path evaluates for each
+/// row once the query's own steps have run: its steps are run from the row (its join variables bound, the
+/// others its own, slots of [`EntityPlan::vars`] that no other clause uses), and the row is dropped when they find
+/// any row that passes its filters, as the general path's `NOT EXISTS` drops it. Every step is a probe.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Negation {
+    pub steps: Vec<Step>,
+    pub filters: Vec<Filter>,
+}
+
+/// A data pattern as the planner reads it: entity, attribute entid, ident, value, whether the attribute has a
+/// value index (unique, `:db/index` or a ref), and (cardinality one, unique).
+type Pattern = (Slot, Entid, String, Slot, bool, (bool, bool));
 
 /// A predicate clause `[(op a b)]` the entity path evaluates over each row once every step has run: two operands,
 /// variables or constants, both numbers (longs, doubles and entids, compared by value as DuckDB compares them,
@@ -209,9 +224,16 @@ pub struct EntityPlan {
     /// The aggregate find elements: (output column, aggregate); the column's variable in [`EntityPlan::find`] is
     /// the aggregated one. Applied by [`EntityPlan::aggregate`] to the distinct projected rows; never with pulls.
     pub aggregates: Vec<(usize, Agg)>,
+    /// The `not` / `not-join` clauses, each applied to every row after the filters ([`Negation`]).
+    pub nots: Vec<Negation>,
 }
 
 impl EntityPlan {
+    /// Every step of the plan: its own, then its negations'.
+    pub fn all_steps(&self) -> impl Iterator<Item = &Step> {
+        self.steps.iter().chain(self.nots.iter().flat_map(|n| n.steps.iter()))
+    }
+
     /// The value type of output column `c`: a count's is a long, any other column's its variable's type.
     pub fn column_type(&self, c: usize) -> ValueType {
         match self.aggregates.iter().find(|(a, _)| *a == c) {
@@ -281,6 +303,18 @@ impl fmt::Display for EntityPlan {
             };
             write!(f, "; {how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))?;
         }
+        for n in &self.nots {
+            let steps: Vec<String> = n
+                .steps
+                .iter()
+                .map(|s| {
+                    let how = if s.access == Access::Eavt { "EAVT" } else { "AVET" };
+                    format!("{how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))
+                })
+                .chain(n.filters.iter().map(|x| format!("filter {}", x.form)))
+                .collect();
+            write!(f, "; not ({})", steps.join("; "))?;
+        }
         for (c, pattern) in &self.pulls {
             write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
         }
@@ -347,36 +381,14 @@ pub fn plan(
     let mut index: HashMap<Var, usize> = HashMap::new();
     let mut patterns = Vec::new();
     let mut predicates = Vec::new();
+    let mut negated = Vec::new();
     for c in &query.where_clauses {
-        if let Clause::Predicate(call) = c {
-            predicates.push(call);
-            continue;
+        match c {
+            Clause::Predicate(call) => predicates.push(call),
+            Clause::Not { join, clauses, .. } => negated.push((join, clauses)),
+            Clause::Pattern { terms, .. } => patterns.push(pattern(terms, schema, &mut vars, &mut index)?),
+            _ => return None,
         }
-        let Clause::Pattern { terms, .. } = c else { return None };
-        let [e, a, v] = terms.as_slice() else { return None };
-        let Term::Const(Value::Keyword(k)) = a else { return None };
-        let attr = schema.attribute_by_ident(&k.to_string())?;
-        let t = attr.value_type;
-        let e = match e {
-            Term::Var(x) => Slot::Var(var_of(x, ValueType::Ref, &mut vars, &mut index)?),
-            Term::Blank => Slot::Blank,
-            Term::Const(c) => Slot::Const(entity_key(c, schema)?),
-            Term::Src => return None,
-        };
-        let v = match v {
-            Term::Var(x) => Slot::Var(var_of(x, t, &mut vars, &mut index)?),
-            Term::Blank => Slot::Blank,
-            Term::Const(c) => Slot::Const(value_key(c, t, schema)?),
-            Term::Src => return None,
-        };
-        patterns.push((
-            e,
-            attr.entid,
-            attr.ident.clone(),
-            v,
-            attr.unique.is_some() || attr.index || t == ValueType::Ref,
-            (!attr.many, attr.unique.is_some()),
-        ));
     }
     // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
     let mut find = Vec::new();
@@ -455,6 +467,42 @@ pub fn plan(
             }
         }
     }
+    // negations: the join variables are the query's (bound by its patterns or inputs; `not` joins every variable
+    // it mentions), the others get slots of their own
+    let mut locals = vec![false; vars.len()];
+    let mut negations = Vec::new();
+    for (join, clauses) in negated {
+        let joined = match join {
+            Some(vars) => vars.clone(),
+            None => crate::algebrize::logic::mentioned(clauses),
+        };
+        let mut own: HashMap<Var, usize> = HashMap::new();
+        let mut joins = Vec::new();
+        for v in &joined {
+            let i = match index.get(v) {
+                Some(&i) => i,
+                None => {
+                    let t = input_type(query, v, inputs_edn, ctx)?;
+                    var_of(v, t, &mut vars, &mut index)?
+                }
+            };
+            own.insert(v.clone(), i);
+            joins.push(i);
+        }
+        locals.resize(vars.len(), false);
+        let mut pats = Vec::new();
+        let mut preds = Vec::new();
+        for c in clauses {
+            match c {
+                Clause::Pattern { terms, .. } => pats.push(pattern(terms, schema, &mut vars, &mut own)?),
+                Clause::Predicate(call) => preds.push(call),
+                _ => return None,
+            }
+        }
+        locals.resize(vars.len(), true);
+        negations.push((joins, pats, preds, own));
+    }
+    locals.resize(vars.len(), false);
     if vars.iter().any(|(_, t)| !entity_path_type(*t)) {
         return None;
     }
@@ -510,44 +558,31 @@ pub fn plan(
     if find.iter().any(|i| !bound[*i]) {
         return None;
     }
-    let mut filters = Vec::new();
-    for call in predicates {
-        let op = COMPARISONS.iter().find(|(name, _)| *name == call.name)?.1;
-        let [a, b] = call.args.as_slice() else { return None };
-        // the variables' types (a variable the patterns do not bind, or of another type: the general path)
-        let var = |t: &Term| match t {
-            Term::Var(v) => index.get(v).copied().filter(|i| bound[*i]).map(Some),
-            Term::Const(_) => Some(None),
-            _ => None,
-        };
-        let (va, vb) = (var(a)?, var(b)?);
-        let number = |t: ValueType| matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref);
-        let class_of = |i: usize| match vars[i].1 {
-            t if number(t) => Some(0),
-            ValueType::String => Some(1),
-            _ => None,
-        };
-        // a constant in the other operand's type (an integer beside a double is that double)
-        let constant = |c: &Term, other: usize| {
-            let Term::Const(c) = c else { return None };
-            match (vars[other].1, c) {
-                (ValueType::Double, Value::Integer(i)) => Some(Key::Float(*i as f64)),
-                (t, c) => value_key(c, t, schema),
+    let filters = predicates.iter().map(|c| filter(c, &index, &bound, &vars, schema)).collect::<Option<Vec<_>>>()?;
+    // each negation's patterns as probes from what the query binds (a scan inside a `not` is the general path's)
+    let mut nots = Vec::new();
+    for (joins, pats, preds, own) in negations {
+        if joins.iter().any(|i| !bound[*i]) {
+            return None;
+        }
+        let mut bound = bound.clone();
+        let mut steps = Vec::new();
+        let mut left = pats;
+        while !left.is_empty() {
+            let p = left
+                .iter()
+                .position(|(e, _, _, v, indexed, _)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
+            let (e, attr, ident, v, _, _) = left.remove(p);
+            let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
+            for s in [&e, &v] {
+                if let Slot::Var(i) = s {
+                    bound[*i] = true;
+                }
             }
-        };
-        let (a, b) = match (va, vb) {
-            (Some(x), Some(y)) if class_of(x)? == class_of(y)? => (Slot::Var(x), Slot::Var(y)),
-            (Some(x), None) => {
-                class_of(x)?;
-                (Slot::Var(x), Slot::Const(constant(b, x)?))
-            }
-            (None, Some(y)) => {
-                class_of(y)?;
-                (Slot::Const(constant(a, y)?), Slot::Var(y))
-            }
-            _ => return None,
-        };
-        filters.push(Filter { op, a, b, form: crate::error::show(&call.form) });
+            steps.push(Step { e, attr, ident, v, access });
+        }
+        let filters = preds.iter().map(|c| filter(c, &own, &bound, &vars, schema)).collect::<Option<Vec<_>>>()?;
+        nots.push(Negation { steps, filters });
     }
     // every variable in the find, once, but those a scalar or tuple input binds (the same value in every row): no
     // projection merges rows
@@ -564,7 +599,11 @@ pub fn plan(
         })
         .flatten()
         .collect();
-    distinct &= in_find.iter().zip(&vars).all(|(n, (v, _))| *n == 1 || (*n == 0 && fixed.contains(&v)));
+    distinct &= in_find
+        .iter()
+        .zip(&vars)
+        .zip(&locals)
+        .all(|((n, (v, _)), local)| *local || *n == 1 || (*n == 0 && fixed.contains(&v)));
     Some(EntityPlan {
         vars,
         seeds,
@@ -580,7 +619,89 @@ pub fn plan(
         limit,
         filters,
         aggregates,
+        nots,
     })
+}
+
+/// A data pattern `[e :attr v]` with a constant forward attribute, its variables found in (or added to) `index`;
+/// None when the entity path cannot read it.
+fn pattern(
+    terms: &[Term],
+    schema: &Schema,
+    vars: &mut Vec<(Var, ValueType)>,
+    index: &mut HashMap<Var, usize>,
+) -> Option<Pattern> {
+    let [e, a, v] = terms else { return None };
+    let Term::Const(Value::Keyword(k)) = a else { return None };
+    let attr = schema.attribute_by_ident(&k.to_string())?;
+    let t = attr.value_type;
+    let e = match e {
+        Term::Var(x) => Slot::Var(var_of(x, ValueType::Ref, vars, index)?),
+        Term::Blank => Slot::Blank,
+        Term::Const(c) => Slot::Const(entity_key(c, schema)?),
+        Term::Src => return None,
+    };
+    let v = match v {
+        Term::Var(x) => Slot::Var(var_of(x, t, vars, index)?),
+        Term::Blank => Slot::Blank,
+        Term::Const(c) => Slot::Const(value_key(c, t, schema)?),
+        Term::Src => return None,
+    };
+    Some((
+        e,
+        attr.entid,
+        attr.ident.clone(),
+        v,
+        attr.unique.is_some() || attr.index || t == ValueType::Ref,
+        (!attr.many, attr.unique.is_some()),
+    ))
+}
+
+/// The [`Filter`] of a comparison predicate whose variables `index` names and `bound` says are bound; None when
+/// the general path must evaluate it (another function, another arity, operands of other types).
+fn filter(
+    call: &crate::parse::Call,
+    index: &HashMap<Var, usize>,
+    bound: &[bool],
+    vars: &[(Var, ValueType)],
+    schema: &Schema,
+) -> Option<Filter> {
+    let op = COMPARISONS.iter().find(|(name, _)| *name == call.name)?.1;
+    let [a, b] = call.args.as_slice() else { return None };
+    // the variables' types (a variable the patterns do not bind, or of another type: the general path)
+    let var = |t: &Term| match t {
+        Term::Var(v) => index.get(v).copied().filter(|i| bound[*i]).map(Some),
+        Term::Const(_) => Some(None),
+        _ => None,
+    };
+    let (va, vb) = (var(a)?, var(b)?);
+    let number = |t: ValueType| matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref);
+    let class_of = |i: usize| match vars[i].1 {
+        t if number(t) => Some(0),
+        ValueType::String => Some(1),
+        _ => None,
+    };
+    // a constant in the other operand's type (an integer beside a double is that double)
+    let constant = |c: &Term, other: usize| {
+        let Term::Const(c) = c else { return None };
+        match (vars[other].1, c) {
+            (ValueType::Double, Value::Integer(i)) => Some(Key::Float(*i as f64)),
+            (t, c) => value_key(c, t, schema),
+        }
+    };
+    let (a, b) = match (va, vb) {
+        (Some(x), Some(y)) if class_of(x)? == class_of(y)? => (Slot::Var(x), Slot::Var(y)),
+        (Some(x), None) => {
+            class_of(x)?;
+            (Slot::Var(x), Slot::Const(constant(b, x)?))
+        }
+        (None, Some(y)) => {
+            class_of(y)?;
+            (Slot::Const(constant(a, y)?), Slot::Var(y))
+        }
+        _ => return None,
+    };
+    Some(Filter { op, a, b, form: crate::error::show(&call.form) })
 }
 
 /// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left

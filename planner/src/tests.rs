@@ -497,6 +497,46 @@ fn entity_plans_group_rows_for_counts_mins_and_maxes() {
 }
 
 #[test]
+fn entity_plans_run_negations_as_probes_from_each_row() {
+    use crate::entity::Access;
+    let opts = QueryOptions::default();
+    let q = "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] (not [?i :issue/state :state/closed])]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    assert_eq!(p.nots.len(), 1);
+    assert_eq!(p.nots[0].steps[0].access, Access::Eavt);
+    assert!(p.to_string().ends_with(r#"; not (EAVT [?i :issue/state Text(":state/closed")])"#), "{p}");
+    assert!(p.distinct, "a negation only drops rows");
+    // not-join: ?l and ?n are its own (?n is also the query's, a different variable inside), probed from ?i by
+    // EAVT then from ?l by EAVT, with its comparison as its filter
+    let q = "[:find ?i ?n :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/title ?n] \
+             (not-join [?i] [?i :issue/label ?l] [?l :label/name ?n] [(= ?n \"bug\")])]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    let n = &p.nots[0];
+    assert_eq!(
+        n.steps.iter().map(|s| (s.access, s.ident.as_str())).collect::<Vec<_>>(),
+        vec![(Access::Eavt, ":issue/label"), (Access::Eavt, ":label/name")]
+    );
+    let var = |s: &crate::entity::Slot| match s {
+        crate::entity::Slot::Var(i) => *i,
+        _ => usize::MAX,
+    };
+    let outer_n = p.find[1];
+    assert_ne!(var(&n.steps[1].v), outer_n, "the not-join's ?n is its own");
+    assert_eq!(n.filters.len(), 1);
+    assert!(p.distinct);
+    // a negation the index cannot probe (values without a value index, no entity bound), or with another clause
+    // than patterns and comparisons: the general path
+    for not in [
+        "(not-join [?i] [?x :issue/title \"t\"] [?x :issue/priority 3])",
+        "(not-join [?i] [?i :issue/title ?t] [(starts-with? ?t \"a\")])",
+        "(not (or [?i :issue/priority 1] [?i :issue/priority 2]))",
+    ] {
+        let q = format!("[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] {not}]");
+        assert!(entity_plan_of(&q, Some("[7]"), &opts).is_none(), "{not}");
+    }
+}
+
+#[test]
 fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
     let since = QueryOptions { since: Some(TimeBound::Tx(1 << 40)), ..Default::default() };
     let now = QueryOptions::default();

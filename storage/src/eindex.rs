@@ -1480,32 +1480,23 @@ fn prefetch_entity(snap: &Snapshot, attrs: impl Iterator<Item = Entid> + Clone, 
     }
 }
 
-/// Runs an entity plan against a snapshot: the steps in order, from the seed rows, then the find projection
-/// (distinct for relations and collections, Datomic's set semantics).
-pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
-    if plan.steps.iter().any(|s| snap.refused.contains(&s.attr)) {
-        return Outcome::General;
-    }
-    if plan.steps.iter().any(|s| snap.attr(s.attr).is_some_and(|a| !a.serves_as_of(plan.as_of))) {
-        return Outcome::General;
-    }
-    let missing: Vec<Entid> = plan.steps.iter().map(|s| s.attr).filter(|a| snap.attr(*a).is_none()).collect();
-    if !missing.is_empty() {
-        let mut m = missing;
-        m.sort();
-        m.dedup();
-        return Outcome::Missing(m);
-    }
-    let mut rows: Vec<Row> =
-        plan.seeds.iter().map(|r| r.iter().map(|k| k.as_ref().map(IKey::from_key)).collect()).collect();
+/// Runs `steps` of `plan` over `rows` (each row one slot per variable of the plan): each step extends every row by
+/// the datoms it finds (EAVT, AVET/VAET, or the datoms since a tx). None when the general path must answer: a
+/// value the index cannot look up, or more than [`MAX_ROWS`] rows.
+fn run_steps(
+    snap: &Snapshot,
+    plan: &EntityPlan,
+    steps: &[planner::entity::Step],
+    mut rows: Vec<Row>,
+) -> Option<Vec<Row>> {
     let mut values = Vec::new();
     let mut entities = Vec::new();
     let mut es = Vec::new();
-    for step in &plan.steps {
-        let Some(attr) = snap.attr(step.attr) else { return Outcome::General };
+    for step in steps {
+        let attr = snap.attr(step.attr)?;
         if step.access == Access::Since {
             // the attribute's datoms since the tx, read once and joined with every row so far
-            let Some(since) = plan.since else { return Outcome::General };
+            let since = plan.since?;
             // a constant is converted once for the step, not once per datom
             let (e_slot, v_slot) = (ScanSlot::of(&step.e), ScanSlot::of(&step.v));
             let mut next = Vec::new();
@@ -1517,7 +1508,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
                     }
                 });
                 if found.is_none() || next.len() > MAX_ROWS {
-                    return Outcome::General;
+                    return None;
                 }
             }
             rows = next;
@@ -1558,21 +1549,57 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
                         Some(since) => attr.entities_since(&v, since, &mut entities),
                         None => attr.entities(&v, plan.as_of, &mut entities),
                     };
-                    if found.is_none() {
-                        return Outcome::General;
-                    }
+                    found?;
                     extend_rows(&mut next, row, &step.e, entities.iter().map(|e| IKey::Int(*e)));
                 }
-                Access::Since => return Outcome::General,
+                Access::Since => return None,
             }
             if next.len() > MAX_ROWS {
-                return Outcome::General;
+                return None;
             }
         }
         rows = next;
     }
+    Some(rows)
+}
+
+/// Runs an entity plan against a snapshot: the steps in order, from the seed rows, then the find projection
+/// (distinct for relations and collections, Datomic's set semantics).
+pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
+    if plan.all_steps().any(|s| snap.refused.contains(&s.attr)) {
+        return Outcome::General;
+    }
+    if plan.all_steps().any(|s| snap.attr(s.attr).is_some_and(|a| !a.serves_as_of(plan.as_of))) {
+        return Outcome::General;
+    }
+    let missing: Vec<Entid> = plan.all_steps().map(|s| s.attr).filter(|a| snap.attr(*a).is_none()).collect();
+    if !missing.is_empty() {
+        let mut m = missing;
+        m.sort();
+        m.dedup();
+        return Outcome::Missing(m);
+    }
+    let seeds: Vec<Row> =
+        plan.seeds.iter().map(|r| r.iter().map(|k| k.as_ref().map(IKey::from_key)).collect()).collect();
+    let Some(mut rows) = run_steps(snap, plan, &plan.steps, seeds) else { return Outcome::General };
     if !plan.filters.is_empty() {
         rows.retain(|row| plan.filters.iter().all(|f| passes(f, row)));
+    }
+    // `not` / `not-join`: a row goes when the negation's steps, run from it, find any row that passes its filters
+    if !plan.nots.is_empty() {
+        let mut general = false;
+        rows.retain(|row| {
+            !plan.nots.iter().any(|n| match run_steps(snap, plan, &n.steps, vec![row.clone()]) {
+                Some(found) => found.iter().any(|r| n.filters.iter().all(|f| passes(f, r))),
+                None => {
+                    general = true;
+                    false
+                }
+            })
+        });
+        if general {
+            return Outcome::General;
+        }
     }
     // foldhash, as the transactor's sets: the distinct hashes every answer row (std's SipHash is the slow one);
     // sized once, and a row whose variables are the find's, in order, is its own projection (a since scan gives

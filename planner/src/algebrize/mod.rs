@@ -15,7 +15,7 @@
 
 mod fulltext;
 pub(crate) mod functions;
-mod logic;
+pub(crate) mod logic;
 mod rules;
 mod txlog;
 
