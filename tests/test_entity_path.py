@@ -135,6 +135,14 @@ QUERIES = [
      "[?b :p/tag ?t])]", lambda r, n: emails(r, n, 8)),
     ("[:find (count ?e) . :in $ ?state :where [?e :p/state ?state] (not [?e :p/active true])]",
      lambda r, n: f"[{r.choice(STATES)}]"),
+    # get-else and missing? (probed from each row since 2026-12-07): a default for a long, a string and a ref,
+    # the entities without a boss
+    ("[:find ?e ?a ?nm :in $ [?m ...] :where [?e :p/email ?m] [(get-else $ ?e :p/age -1) ?a] "
+     "[(get-else $ ?e :p/name \"none\") ?nm]]", lambda r, n: emails(r, n, 8)),
+    ("[:find ?f ?b :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f] [(get-else $ ?f :p/boss 0) ?b]]",
+     lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e :in $ ?state :where [?e :p/state ?state] [(missing? $ ?e :p/boss)]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -298,6 +306,8 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     # negation probed from each row; a negation that would scan: the general path
     assert path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not-join [?e] [?x :p/name \"A\"])]")
+    assert path("[:find ?n :where [?e :p/email \"a@x\"] [(get-else $ ?e :p/name \"-\") ?n]]")
+    assert path("[:find ?e :where [?e :p/email \"a@x\"] [(missing? $ ?e :p/boss)]]")
     # :order on find variables, with :offset / :limit numbers after it; a limit without an order, one given as an
     # input, or an order on a pulled entity: the general path
     assert path("[:find ?e ?n :in $ [?m ...] :where [?e :p/email ?m] [?e :p/name ?n] :order (desc ?n) :limit 1]",

@@ -12,8 +12,8 @@
 //! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
 //! aggregates `count`, `count-distinct`, `min` and `max` without pulls ([`Agg`]), with no `:with`, `not` /
-//! `not-join` clauses of patterns and comparisons that can be probed from each row ([`Negation`]), comparison
-//! predicates of two numbers or two strings ([`Filter`]), with `:order` only on
+//! `not-join` clauses of patterns and comparisons that can be probed from each row ([`Negation`]; `missing?` is
+//! one), `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
@@ -71,6 +71,9 @@ pub struct Step {
     pub ident: String,
     pub v: Slot,
     pub access: Access,
+    /// `[(get-else $ ?e :attr default) ?v]`: the value bound when the entity has none (an EAVT step of a
+    /// cardinality-one attribute, Datomic's `get-else`).
+    pub default: Option<Key>,
 }
 
 /// A `not` or `not-join` clause of data patterns (and comparison predicates) the entity path evaluates for each
@@ -84,8 +87,8 @@ pub struct Negation {
 }
 
 /// A data pattern as the planner reads it: entity, attribute entid, ident, value, whether the attribute has a
-/// value index (unique, `:db/index` or a ref), and (cardinality one, unique).
-type Pattern = (Slot, Entid, String, Slot, bool, (bool, bool));
+/// value index (unique, `:db/index` or a ref), (cardinality one, unique), and a `get-else` default.
+type Pattern = (Slot, Entid, String, Slot, bool, (bool, bool), Option<Key>);
 
 /// A predicate clause `[(op a b)]` the entity path evaluates over each row once every step has run: two operands,
 /// variables or constants, both numbers (longs, doubles and entids, compared by value as DuckDB compares them,
@@ -302,6 +305,9 @@ impl fmt::Display for EntityPlan {
                 Access::Since => "SINCE",
             };
             write!(f, "; {how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))?;
+            if let Some(d) = &s.default {
+                write!(f, " else {d:?}")?;
+            }
         }
         for n in &self.nots {
             let steps: Vec<String> = n
@@ -381,15 +387,26 @@ pub fn plan(
     let mut index: HashMap<Var, usize> = HashMap::new();
     let mut patterns = Vec::new();
     let mut predicates = Vec::new();
-    let mut negated = Vec::new();
+    let mut negated: Vec<(Option<Vec<Var>>, Vec<Clause>)> = Vec::new();
+    let mut missing = Vec::new();
     for c in &query.where_clauses {
         match c {
+            // `missing?` is the negation of the attribute's pattern on the entity
+            Clause::Predicate(call) if call.name == "missing?" => {
+                let [Term::Src, e, a] = call.args.as_slice() else { return None };
+                missing
+                    .push(vec![Clause::Pattern { terms: vec![e.clone(), a.clone(), Term::Blank], form: Value::Nil }]);
+            }
             Clause::Predicate(call) => predicates.push(call),
-            Clause::Not { join, clauses, .. } => negated.push((join, clauses)),
+            Clause::Not { join, clauses, .. } => negated.push((join.clone(), clauses.clone())),
+            Clause::Function { call, binding: Binding::Scalar(x) } if call.name == "get-else" => {
+                patterns.push(get_else(call, x, schema, &mut vars, &mut index)?)
+            }
             Clause::Pattern { terms, .. } => patterns.push(pattern(terms, schema, &mut vars, &mut index)?),
             _ => return None,
         }
     }
+    negated.extend(missing.into_iter().map(|clauses| (None, clauses)));
     // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
     let mut find = Vec::new();
     let mut pulls = Vec::new();
@@ -471,7 +488,7 @@ pub fn plan(
     // it mentions), the others get slots of their own
     let mut locals = vec![false; vars.len()];
     let mut negations = Vec::new();
-    for (join, clauses) in negated {
+    for (join, clauses) in &negated {
         let joined = match join {
             Some(vars) => vars.clone(),
             None => crate::algebrize::logic::mentioned(clauses),
@@ -522,7 +539,7 @@ pub fn plan(
     let mut distinct = query.inputs.iter().all(|b| !matches!(b, InBinding::Bind(Binding::Relation(_))));
     while !left.is_empty() {
         let probe =
-            left.iter().position(|(e, _, _, v, indexed, _)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)));
+            left.iter().position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)));
         // since a tx, a pattern no probe reaches reads the datoms asserted after it (the first such, in the
         // query's order)
         let pick = match (probe, since) {
@@ -530,7 +547,10 @@ pub fn plan(
             (None, Some(_)) => 0,
             (None, None) => return None,
         };
-        let (e, attr, ident, v, _, (one, unique)) = left.remove(pick);
+        let (e, attr, ident, v, _, (one, unique), default) = left.remove(pick);
+        if default.is_some() && probe.is_none() {
+            return None;
+        }
         let access = match probe {
             None => Access::Since,
             Some(_) if is_bound(&e, &bound) => Access::Eavt,
@@ -553,7 +573,7 @@ pub fn plan(
                 bound[*i] = true;
             }
         }
-        steps.push(Step { e, attr, ident, v, access });
+        steps.push(Step { e, attr, ident, v, access, default });
     }
     if find.iter().any(|i| !bound[*i]) {
         return None;
@@ -571,15 +591,15 @@ pub fn plan(
         while !left.is_empty() {
             let p = left
                 .iter()
-                .position(|(e, _, _, v, indexed, _)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
-            let (e, attr, ident, v, _, _) = left.remove(p);
+                .position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
+            let (e, attr, ident, v, .., default) = left.remove(p);
             let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
             for s in [&e, &v] {
                 if let Slot::Var(i) = s {
                     bound[*i] = true;
                 }
             }
-            steps.push(Step { e, attr, ident, v, access });
+            steps.push(Step { e, attr, ident, v, access, default });
         }
         let filters = preds.iter().map(|c| filter(c, &own, &bound, &vars, schema)).collect::<Option<Vec<_>>>()?;
         nots.push(Negation { steps, filters });
@@ -654,7 +674,28 @@ fn pattern(
         v,
         attr.unique.is_some() || attr.index || t == ValueType::Ref,
         (!attr.many, attr.unique.is_some()),
+        None,
     ))
+}
+
+/// `[(get-else $ ?e :attr default) ?x]` as a pattern `[?e :attr ?x]` with its default: an EAVT probe only (no
+/// value index counts), the default a constant of the attribute's type; None when the general path must answer.
+fn get_else(
+    call: &crate::parse::Call,
+    x: &Var,
+    schema: &Schema,
+    vars: &mut Vec<(Var, ValueType)>,
+    index: &mut HashMap<Var, usize>,
+) -> Option<Pattern> {
+    let [Term::Src, e, a, Term::Const(default)] = call.args.as_slice() else { return None };
+    let (e, attr, ident, _, _, (one, unique), _) = pattern(&[e.clone(), a.clone(), Term::Blank], schema, vars, index)?;
+    let t = schema.attribute(attr)?.value_type;
+    if !one {
+        return None;
+    }
+    let default = value_key(default, t, schema)?;
+    let v = Slot::Var(var_of(x, t, vars, index)?);
+    Some((e, attr, ident, v, false, (one, unique), Some(default)))
 }
 
 /// The [`Filter`] of a comparison predicate whose variables `index` names and `bound` says are bound; None when

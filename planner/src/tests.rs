@@ -524,6 +524,16 @@ fn entity_plans_run_negations_as_probes_from_each_row() {
     assert_ne!(var(&n.steps[1].v), outer_n, "the not-join's ?n is its own");
     assert_eq!(n.filters.len(), 1);
     assert!(p.distinct);
+    // missing? is the negation of its pattern; get-else an EAVT step with a default, only from a bound entity
+    let q = "[:find ?i ?p :in $ ?u :where [?i :issue/assignee ?u] [(missing? $ ?i :issue/reporter)] \
+             [(get-else $ ?i :issue/priority 3) ?p]]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    assert!(p.to_string().ends_with(
+        "; AVET [?i :issue/assignee ?u]; EAVT [?i :issue/priority ?p] else Int(3); not (EAVT [?i :issue/reporter _])"
+    ), "{p}");
+    assert_eq!(p.steps[1].default, Some(crate::entity::Key::Int(3)));
+    let q = "[:find ?i ?p :in $ ?u ?d :where [?i :issue/assignee ?u] [(get-else $ ?i :issue/priority ?d) ?p]]";
+    assert!(entity_plan_of(q, Some("[7 3]"), &opts).is_none(), "a default given as an input: the general path");
     // a negation the index cannot probe (values without a value index, no entity bound), or with another clause
     // than patterns and comparisons: the general path
     for not in [

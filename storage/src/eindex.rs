@@ -1540,6 +1540,9 @@ fn run_steps(
                         Some(since) => attr.values_since(e, since, &mut values),
                         None => attr.values(e, plan.as_of, &mut values),
                     }
+                    if let (true, Some(d)) = (values.is_empty(), &step.default) {
+                        values.push(IKey::from_key(d)); // get-else
+                    }
                     extend_rows(&mut next, row, &step.v, values.drain(..));
                 }
                 Access::Avet => {
