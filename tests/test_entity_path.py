@@ -143,6 +143,17 @@ QUERIES = [
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
     ("[:find ?e :in $ ?state :where [?e :p/state ?state] [(missing? $ ?e :p/boss)]]",
      lambda r, n: f"[{r.choice(STATES)}]"),
+    # or / or-join (run from each row where every branch can be probed, since 2026-12-07): two states of one
+    # attribute, an or that binds the entity the next step reads, an or-join with variables of its own and a
+    # filter, an or under a count
+    ("[:find ?e ?nm :in $ [?m ...] :where [?e :p/email ?m] [?e :p/name ?nm] (or [?e :p/state :s/a] "
+     "[?e :p/state :s/b])]", lambda r, n: emails(r, n, 8)),
+    ("[:find ?x ?nm :in $ ?email :where [?e :p/email ?email] (or [?x :p/friend ?e] [?x :p/boss ?e]) "
+     "[?x :p/name ?nm]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    ("[:find ?e :in $ ?state :where [?e :p/state ?state] (or-join [?e] (and [?e :p/friend ?f] [?f :p/age ?a] "
+     "[(< ?a 25)]) (and [?e :p/tag ?t] [(= ?t \"red\")]))]", lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find (count ?x) . :in $ ?email :where [?e :p/email ?email] (or-join [?x ?e] [?x :p/friend ?e] "
+     "[?e :p/friend ?x])]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -308,6 +319,8 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not-join [?e] [?x :p/name \"A\"])]")
     assert path("[:find ?n :where [?e :p/email \"a@x\"] [(get-else $ ?e :p/name \"-\") ?n]]")
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [(missing? $ ?e :p/boss)]]")
+    assert path("[:find ?e :where [?e :p/email \"a@x\"] (or [?e :p/age 3] [?e :p/name \"A\"])]")
+    assert not path("[:find ?e :where (or [?e :p/age 3] [?e :p/name \"A\"])]")  # :p/name has no value index
     # :order on find variables, with :offset / :limit numbers after it; a limit without an order, one given as an
     # input, or an order on a pulled entity: the general path
     assert path("[:find ?e ?n :in $ [?m ...] :where [?e :p/email ?m] [?e :p/name ?n] :order (desc ?n) :limit 1]",

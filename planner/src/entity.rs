@@ -13,7 +13,8 @@
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
 //! aggregates `count`, `count-distinct`, `min` and `max` without pulls ([`Agg`]), with no `:with`, `not` /
 //! `not-join` clauses of patterns and comparisons that can be probed from each row ([`Negation`]; `missing?` is
-//! one), `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
+//! one), `or` / `or-join` clauses of patterns and comparisons placed where every branch can be probed ([`Or`]),
+//! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
@@ -84,6 +85,24 @@ pub struct Step {
 pub struct Negation {
     pub steps: Vec<Step>,
     pub filters: Vec<Filter>,
+}
+
+/// One branch of an `or` / `or-join` ([`Or`]): its patterns as probes, in order, and its comparisons.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Branch {
+    pub steps: Vec<Step>,
+    pub filters: Vec<Filter>,
+}
+
+/// An `or` or `or-join` clause of data patterns and comparisons, run from each row at its place among the steps
+/// ([`EntityPlan::ors`]): each branch's steps are run from the row and the rows they find that pass the branch's
+/// filters are kept, with the branch's own variables (those not joined: every variable for `or`, the listed ones
+/// for `or-join`) cleared, so that the union is a set of the query's variables, as the general path's `UNION`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Or {
+    pub branches: Vec<Branch>,
+    /// The slots of the branches' own variables, cleared in the rows they give.
+    pub locals: Vec<usize>,
 }
 
 /// A data pattern as the planner reads it: entity, attribute entid, ident, value, whether the attribute has a
@@ -229,12 +248,18 @@ pub struct EntityPlan {
     pub aggregates: Vec<(usize, Agg)>,
     /// The `not` / `not-join` clauses, each applied to every row after the filters ([`Negation`]).
     pub nots: Vec<Negation>,
+    /// The `or` / `or-join` clauses, each with the index of the step it runs before (`steps.len()`: after the
+    /// last); an `or` is placed where every branch can be probed from what is bound, binding its join variables.
+    pub ors: Vec<(usize, Or)>,
 }
 
 impl EntityPlan {
     /// Every step of the plan: its own, then its negations'.
     pub fn all_steps(&self) -> impl Iterator<Item = &Step> {
-        self.steps.iter().chain(self.nots.iter().flat_map(|n| n.steps.iter()))
+        self.steps
+            .iter()
+            .chain(self.nots.iter().flat_map(|n| n.steps.iter()))
+            .chain(self.ors.iter().flat_map(|(_, o)| o.branches.iter().flat_map(|b| b.steps.iter())))
     }
 
     /// The value type of output column `c`: a count's is a long, any other column's its variable's type.
@@ -309,17 +334,23 @@ impl fmt::Display for EntityPlan {
                 write!(f, " else {d:?}")?;
             }
         }
-        for n in &self.nots {
-            let steps: Vec<String> = n
-                .steps
+        let probes = |steps: &[Step], filters: &[Filter]| -> String {
+            let all: Vec<String> = steps
                 .iter()
                 .map(|s| {
                     let how = if s.access == Access::Eavt { "EAVT" } else { "AVET" };
                     format!("{how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))
                 })
-                .chain(n.filters.iter().map(|x| format!("filter {}", x.form)))
+                .chain(filters.iter().map(|x| format!("filter {}", x.form)))
                 .collect();
-            write!(f, "; not ({})", steps.join("; "))?;
+            all.join("; ")
+        };
+        for (at, o) in &self.ors {
+            let branches: Vec<String> = o.branches.iter().map(|b| probes(&b.steps, &b.filters)).collect();
+            write!(f, "; or before step {at} ({})", branches.join(" | "))?;
+        }
+        for n in &self.nots {
+            write!(f, "; not ({})", probes(&n.steps, &n.filters))?;
         }
         for (c, pattern) in &self.pulls {
             write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
@@ -389,6 +420,7 @@ pub fn plan(
     let mut predicates = Vec::new();
     let mut negated: Vec<(Option<Vec<Var>>, Vec<Clause>)> = Vec::new();
     let mut missing = Vec::new();
+    let mut alternatives = Vec::new();
     for c in &query.where_clauses {
         match c {
             // `missing?` is the negation of the attribute's pattern on the entity
@@ -399,6 +431,7 @@ pub fn plan(
             }
             Clause::Predicate(call) => predicates.push(call),
             Clause::Not { join, clauses, .. } => negated.push((join.clone(), clauses.clone())),
+            Clause::Or { join, branches, .. } => alternatives.push((join, branches)),
             Clause::Function { call, binding: Binding::Scalar(x) } if call.name == "get-else" => {
                 patterns.push(get_else(call, x, schema, &mut vars, &mut index)?)
             }
@@ -407,6 +440,52 @@ pub fn plan(
         }
     }
     negated.extend(missing.into_iter().map(|clauses| (None, clauses)));
+    // or / or-join: the join variables are the query's (a new one takes its slot, and its type, from the first
+    // branch that binds it), the others get slots of their own, one set per clause
+    let mut or_locals = Vec::new();
+    let mut parsed_ors = Vec::new();
+    for (join, branches) in alternatives {
+        let joined: Vec<Var> = match join {
+            Some(j) => j.vars.clone(),
+            None => crate::algebrize::logic::mentioned(&branches.concat()),
+        };
+        let mut parsed = Vec::new();
+        let mut locals = Vec::new();
+        for b in branches {
+            let mut own: HashMap<Var, usize> =
+                joined.iter().filter_map(|v| index.get(v).map(|&i| (v.clone(), i))).collect();
+            let before = vars.len();
+            let (mut pats, mut preds) = (Vec::new(), Vec::new());
+            for c in b {
+                match c {
+                    Clause::Pattern { terms, .. } => pats.push(pattern(terms, schema, &mut vars, &mut own)?),
+                    Clause::Predicate(call) => preds.push(call),
+                    _ => return None,
+                }
+            }
+            for (i, (v, _)) in vars.iter().enumerate().skip(before) {
+                if joined.contains(v) {
+                    index.insert(v.clone(), i);
+                } else {
+                    locals.push(i);
+                }
+            }
+            parsed.push((pats, preds, own));
+        }
+        // a join variable no branch pattern binds: an input's (a branch's comparison reads it)
+        let mut joins = Vec::new();
+        for v in &joined {
+            joins.push(match index.get(v) {
+                Some(&i) => i,
+                None => {
+                    let t = input_type(query, v, inputs_edn, ctx)?;
+                    var_of(v, t, &mut vars, &mut index)?
+                }
+            });
+        }
+        or_locals.extend(locals.iter().copied());
+        parsed_ors.push((joins, parsed, locals));
+    }
     // Find variables: plain variables of the patterns or of the inputs, typed as the general path types them.
     let mut find = Vec::new();
     let mut pulls = Vec::new();
@@ -520,6 +599,9 @@ pub fn plan(
         negations.push((joins, pats, preds, own));
     }
     locals.resize(vars.len(), false);
+    for i in or_locals {
+        locals[i] = true;
+    }
     if vars.iter().any(|(_, t)| !entity_path_type(*t)) {
         return None;
     }
@@ -537,9 +619,39 @@ pub fn plan(
     let mut steps = Vec::new();
     let mut left = patterns;
     let mut distinct = query.inputs.iter().all(|b| !matches!(b, InBinding::Bind(Binding::Relation(_))));
-    while !left.is_empty() {
+    let mut ors_left = parsed_ors;
+    let mut ors = Vec::new();
+    while !left.is_empty() || !ors_left.is_empty() {
         let probe =
             left.iter().position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)));
+        if probe.is_none() {
+            // an or whose every branch can be probed from what is bound, binding every join variable in each
+            let ready = ors_left.iter().position(|(joins, branches, _)| {
+                branches.iter().all(|(pats, ..)| {
+                    probe_order(pats.clone(), &bound, is_bound).is_some_and(|(_, b)| joins.iter().all(|i| b[*i]))
+                })
+            });
+            if let Some(k) = ready {
+                let (joins, branches, locals) = ors_left.remove(k);
+                let mut done = Vec::new();
+                for (pats, preds, own) in branches {
+                    let (steps, b) = probe_order(pats, &bound, is_bound)?;
+                    let filters =
+                        preds.iter().map(|c| filter(c, &own, &b, &vars, schema)).collect::<Option<Vec<_>>>()?;
+                    done.push(Branch { steps, filters });
+                }
+                for i in joins {
+                    bound[i] = true;
+                }
+                ors.push((steps.len(), Or { branches: done, locals }));
+                // two branches (or one with own variables) can give one row twice
+                distinct = false;
+                continue;
+            }
+            if left.is_empty() {
+                return None;
+            }
+        }
         // since a tx, a pattern no probe reaches reads the datoms asserted after it (the first such, in the
         // query's order)
         let pick = match (probe, since) {
@@ -585,22 +697,7 @@ pub fn plan(
         if joins.iter().any(|i| !bound[*i]) {
             return None;
         }
-        let mut bound = bound.clone();
-        let mut steps = Vec::new();
-        let mut left = pats;
-        while !left.is_empty() {
-            let p = left
-                .iter()
-                .position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
-            let (e, attr, ident, v, .., default) = left.remove(p);
-            let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
-            for s in [&e, &v] {
-                if let Slot::Var(i) = s {
-                    bound[*i] = true;
-                }
-            }
-            steps.push(Step { e, attr, ident, v, access, default });
-        }
+        let (steps, bound) = probe_order(pats, &bound, is_bound)?;
         let filters = preds.iter().map(|c| filter(c, &own, &bound, &vars, schema)).collect::<Option<Vec<_>>>()?;
         nots.push(Negation { steps, filters });
     }
@@ -640,7 +737,34 @@ pub fn plan(
         filters,
         aggregates,
         nots,
+        ors,
     })
+}
+
+/// Orders `pats` as probes from what `bound` binds: repeatedly the first pattern whose entity is bound (EAVT) or
+/// whose value is bound on an attribute with a value index (AVET/VAET). With what is bound after them; None when
+/// a pattern cannot be probed (it would need a scan).
+fn probe_order(
+    mut left: Vec<Pattern>,
+    bound: &[bool],
+    is_bound: impl Fn(&Slot, &[bool]) -> bool,
+) -> Option<(Vec<Step>, Vec<bool>)> {
+    let mut bound = bound.to_vec();
+    let mut steps = Vec::new();
+    while !left.is_empty() {
+        let p = left
+            .iter()
+            .position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
+        let (e, attr, ident, v, .., default) = left.remove(p);
+        let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
+        for s in [&e, &v] {
+            if let Slot::Var(i) = s {
+                bound[*i] = true;
+            }
+        }
+        steps.push(Step { e, attr, ident, v, access, default });
+    }
+    Some((steps, bound))
 }
 
 /// A data pattern `[e :attr v]` with a constant forward attribute, its variables found in (or added to) `index`;

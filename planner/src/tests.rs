@@ -547,6 +547,41 @@ fn entity_plans_run_negations_as_probes_from_each_row() {
 }
 
 #[test]
+fn entity_plans_place_ors_where_every_branch_can_be_probed() {
+    let opts = QueryOptions::default();
+    // ?i is bound only by the or: it runs first, from the input, and the title's step follows it
+    let q = "[:find ?i ?t :in $ ?u :where (or [?i :issue/assignee ?u] [?i :issue/reporter ?u]) [?i :issue/title ?t]]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    assert_eq!(p.ors.len(), 1);
+    assert_eq!(p.ors[0].0, 0, "before the first step");
+    assert_eq!(p.ors[0].1.branches.len(), 2);
+    assert!(p.ors[0].1.locals.is_empty());
+    assert!(!p.distinct, "two branches can give one row twice");
+    assert_eq!(p.steps.len(), 1);
+    assert!(
+        p.to_string().contains("; or before step 0 (AVET [?i :issue/assignee ?u] | AVET [?i :issue/reporter ?u])"),
+        "{p}"
+    );
+    // or-join with a variable of its own per branch, and a comparison in one branch: after the steps
+    let q = "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] \
+             (or-join [?i] (and [?i :issue/label ?l] [?l :label/name \"bug\"]) (and [?i :issue/priority ?p] [(> ?p 3)]))]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).expect("planned");
+    let (at, or) = &p.ors[0];
+    assert_eq!(*at, 1);
+    assert_eq!(or.locals.len(), 2, "?l and ?p are the or-join's own");
+    assert_eq!(or.branches[1].filters.len(), 1);
+    // a branch that would scan, or a clause other than patterns and comparisons: the general path
+    for q in [
+        // no branch reaches ?i without a scan
+        "[:find ?i :in $ ?u :where (or-join [?i] [?i :issue/title \"a\"] [?i :issue/assignee ?x]) [?i :issue/state _]]",
+        // a branch with another clause than patterns and comparisons
+        "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] (or-join [?i] [?i :issue/priority 1] [(missing? $ ?i :issue/label)])]",
+    ] {
+        assert!(entity_plan_of(q, Some("[7]"), &opts).is_none(), "{q}");
+    }
+}
+
+#[test]
 fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
     let since = QueryOptions { since: Some(TimeBound::Tx(1 << 40)), ..Default::default() };
     let now = QueryOptions::default();

@@ -1481,18 +1481,23 @@ fn prefetch_entity(snap: &Snapshot, attrs: impl Iterator<Item = Entid> + Clone, 
 }
 
 /// Runs `steps` of `plan` over `rows` (each row one slot per variable of the plan): each step extends every row by
-/// the datoms it finds (EAVT, AVET/VAET, or the datoms since a tx). None when the general path must answer: a
-/// value the index cannot look up, or more than [`MAX_ROWS`] rows.
+/// the datoms it finds (EAVT, AVET/VAET, or the datoms since a tx), and each of `ors` runs before the step it
+/// names ([`run_or`]). None when the general path must answer: a value the index cannot look up, or more than
+/// [`MAX_ROWS`] rows.
 fn run_steps(
     snap: &Snapshot,
     plan: &EntityPlan,
     steps: &[planner::entity::Step],
+    ors: &[(usize, planner::entity::Or)],
     mut rows: Vec<Row>,
 ) -> Option<Vec<Row>> {
     let mut values = Vec::new();
     let mut entities = Vec::new();
     let mut es = Vec::new();
-    for step in steps {
+    for (k, step) in steps.iter().enumerate() {
+        for (_, or) in ors.iter().filter(|(at, _)| *at == k) {
+            rows = run_or(snap, plan, or, rows)?;
+        }
         let attr = snap.attr(step.attr)?;
         if step.access == Access::Since {
             // the attribute's datoms since the tx, read once and joined with every row so far
@@ -1563,7 +1568,36 @@ fn run_steps(
         }
         rows = next;
     }
+    for (_, or) in ors.iter().filter(|(at, _)| *at == steps.len()) {
+        rows = run_or(snap, plan, or, rows)?;
+    }
     Some(rows)
+}
+
+/// Runs an `or` / `or-join` ([`planner::entity::Or`]) from each of `rows`: every branch's steps from the row, the
+/// rows found that pass the branch's filters, with the branches' own variables cleared, made distinct (the union
+/// of Datalog sets).
+fn run_or(snap: &Snapshot, plan: &EntityPlan, or: &planner::entity::Or, rows: Vec<Row>) -> Option<Vec<Row>> {
+    let mut seen: foldhash::HashSet<Row> = foldhash::HashSet::with_hasher(foldhash::fast::RandomState::default());
+    let mut next = Vec::new();
+    for row in rows {
+        for b in &or.branches {
+            for mut r in run_steps(snap, plan, &b.steps, &[], vec![row.clone()])? {
+                if b.filters.iter().all(|f| passes(f, &r)) {
+                    for l in &or.locals {
+                        r[*l] = None;
+                    }
+                    if seen.insert(r.clone()) {
+                        next.push(r);
+                    }
+                }
+            }
+        }
+        if next.len() > MAX_ROWS {
+            return None;
+        }
+    }
+    Some(next)
 }
 
 /// Runs an entity plan against a snapshot: the steps in order, from the seed rows, then the find projection
@@ -1584,7 +1618,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     }
     let seeds: Vec<Row> =
         plan.seeds.iter().map(|r| r.iter().map(|k| k.as_ref().map(IKey::from_key)).collect()).collect();
-    let Some(mut rows) = run_steps(snap, plan, &plan.steps, seeds) else { return Outcome::General };
+    let Some(mut rows) = run_steps(snap, plan, &plan.steps, &plan.ors, seeds) else { return Outcome::General };
     if !plan.filters.is_empty() {
         rows.retain(|row| plan.filters.iter().all(|f| passes(f, row)));
     }
@@ -1592,7 +1626,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     if !plan.nots.is_empty() {
         let mut general = false;
         rows.retain(|row| {
-            !plan.nots.iter().any(|n| match run_steps(snap, plan, &n.steps, vec![row.clone()]) {
+            !plan.nots.iter().any(|n| match run_steps(snap, plan, &n.steps, &[], vec![row.clone()]) {
                 Some(found) => found.iter().any(|r| n.filters.iter().all(|f| passes(f, r))),
                 None => {
                     general = true;
