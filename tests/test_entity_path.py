@@ -115,6 +115,11 @@ QUERIES = [
     # ages counts distinct ages), min / max of numbers and text, grouped by keywords and tags, with a filter
     ("[:find ?s (count ?e) (count-distinct ?a) (max ?nm) (min ?sc) :in $ [?m ...] :where [?e :p/email ?m] "
      "[?e :p/state ?s] [?e :p/age ?a] [?e :p/name ?nm] [?e :p/score ?sc]]", lambda r, n: emails(r, n, 8)),
+    # sum and avg of longs over the set of find tuples (two persons of one age and state count once)
+    ("[:find ?s (sum ?a) (avg ?a) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/state ?s] [?e :p/age ?a]]",
+     lambda r, n: emails(r, n, 12)),
+    ("[:find ?s (sum ?a) (count ?a) (avg ?a) :with ?e :in $ [?m ...] :where [?e :p/email ?m] [?e :p/state ?s] "
+     "[?e :p/age ?a]]", lambda r, n: emails(r, n, 12)),
     ("[:find (count ?f) . :in $ ?email :where [?e :p/email ?email] [?e :p/friend ?f]]",
      lambda r, n: f'["p{r.randrange(n)}@x"]'),
     ("[:find ?t (count ?e) :in $ ?state :where [?e :p/state ?state] [?e :p/tag ?t]]",
@@ -308,12 +313,15 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(starts-with? ?n \"A\")]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/state ?s] [(< ?s :s/b)]]")
-    # count, count-distinct, min and max group the entity path's rows; sum, avg, :with: the general path
+    # count, count-distinct, min, max, and sum and avg of longs group the entity path's rows, :with beside them; a
+    # sum of doubles, :with without an aggregate: the general path
     assert path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')
     assert path("[:find ?n (count-distinct ?a) (max ?a) :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n] "
                 "[?e :p/age ?a]]", '["a@x"]')
-    assert not path("[:find (sum ?a) :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
-    assert not path("[:find (count ?a) :with ?e :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
+    assert path("[:find (sum ?a) (avg ?a) :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
+    assert not path("[:find (sum ?s) :in $ ?m :where [?e :p/email ?m] [?e :p/score ?s]]", '["a@x"]')
+    assert path("[:find (count ?a) :with ?e :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
+    assert not path("[:find ?a :with ?e :in $ ?m :where [?e :p/email ?m] [?e :p/age ?a]]", '["a@x"]')
     # negation probed from each row; a negation that would scan: the general path
     assert path("[:find ?e :where [?e :p/email \"a@x\"] (not [?e :p/age 3])]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] (not-join [?e] [?x :p/name \"A\"])]")

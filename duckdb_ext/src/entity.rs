@@ -626,7 +626,7 @@ impl Answer {
         }
         Answer {
             rows,
-            types: (0..plan.find.len()).map(|c| plan.column_type(c)).collect(),
+            types: (0..plan.find.len() - plan.with).map(|c| plan.column_type(c)).collect(),
             names: columns.iter().map(|c| c.name.clone()).collect(),
             pulls: Vec::new(),
             next: AtomicUsize::new(0),

@@ -11,7 +11,8 @@
 //! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
 //! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
-//! aggregates `count`, `count-distinct`, `min` and `max` without pulls ([`Agg`]), with no `:with`, `not` /
+//! aggregates `count`, `count-distinct`, `min`, `max`, and `sum` / `avg` of longs, without pulls ([`Agg`]; `:with`
+//! only beside them), `not` /
 //! `not-join` clauses of patterns and comparisons that can be probed from each row ([`Negation`]; `missing?` is
 //! one), `or` / `or-join` clauses of patterns and comparisons placed where every branch can be probed ([`Or`]),
 //! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
@@ -138,20 +139,23 @@ pub fn double_order(x: f64, y: f64) -> std::cmp::Ordering {
 /// them (`planner::emit`): the rows, projected onto the find's columns, are a set; they are grouped by the
 /// columns that are not aggregates, and a group's `count` is its number of rows, `count-distinct` the number of
 /// distinct values of its variable, `min` / `max` its least / greatest value (numbers by value, NaN above every
-/// number, text by its bytes, as DuckDB's `min` and `max`). With no grouping column and no row, no row (Datomic
-/// answers `[]`, not a count of 0).
+/// number, text by its bytes, as DuckDB's `min` and `max`), `sum` / `avg` of longs their exact sum (a BIGINT) and
+/// that sum over the count (a DOUBLE). With no grouping column and no row, no row (Datomic answers `[]`, not a
+/// count of 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Agg {
     Count,
     CountDistinct,
     Min,
     Max,
+    Sum,
+    Avg,
 }
 
 impl Agg {
     /// The aggregate of a find element `(func ?x)` over a variable of type `t` (no `n`), or None when the
     /// general path must compute it: `min` / `max` of keywords (Clojure's keyword order), booleans and instants,
-    /// `sum`, `avg` and the rest (a double sum depends on the order of its terms).
+    /// `sum` / `avg` of anything but longs (a sum of doubles depends on the order of its terms), and the rest.
     fn of(func: &str, t: ValueType) -> Option<Agg> {
         let ordered = matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref | ValueType::String);
         match func {
@@ -159,7 +163,18 @@ impl Agg {
             "count-distinct" => Some(Agg::CountDistinct),
             "min" if ordered => Some(Agg::Min),
             "max" if ordered => Some(Agg::Max),
+            "sum" if t == ValueType::Long => Some(Agg::Sum),
+            "avg" if t == ValueType::Long => Some(Agg::Avg),
             _ => None,
+        }
+    }
+
+    /// The type of the aggregate's column over a variable of type `t`, as the general path types it.
+    fn result_type(self, t: ValueType) -> ValueType {
+        match self {
+            Agg::Count | Agg::CountDistinct | Agg::Sum => ValueType::Long,
+            Agg::Avg => ValueType::Double,
+            Agg::Min | Agg::Max => t,
         }
     }
 
@@ -169,6 +184,8 @@ impl Agg {
             Agg::CountDistinct => "count-distinct",
             Agg::Min => "min",
             Agg::Max => "max",
+            Agg::Sum => "sum",
+            Agg::Avg => "avg",
         }
     }
 }
@@ -246,6 +263,9 @@ pub struct EntityPlan {
     /// The aggregate find elements: (output column, aggregate); the column's variable in [`EntityPlan::find`] is
     /// the aggregated one. Applied by [`EntityPlan::aggregate`] to the distinct projected rows; never with pulls.
     pub aggregates: Vec<(usize, Agg)>,
+    /// The `:with` variables (only beside aggregates): the last `with` columns of [`EntityPlan::find`], part of
+    /// the set the aggregates read and dropped from the answer by [`EntityPlan::aggregate`].
+    pub with: usize,
     /// The `not` / `not-join` clauses, each applied to every row after the filters ([`Negation`]).
     pub nots: Vec<Negation>,
     /// The `or` / `or-join` clauses, each with the index of the step it runs before (`steps.len()`: after the
@@ -262,22 +282,26 @@ impl EntityPlan {
             .chain(self.ors.iter().flat_map(|(_, o)| o.branches.iter().flat_map(|b| b.steps.iter())))
     }
 
-    /// The value type of output column `c`: a count's is a long, any other column's its variable's type.
+    /// The value type of output column `c`: an aggregate's as [`Agg`] types it, any other column's its variable's.
     pub fn column_type(&self, c: usize) -> ValueType {
+        let t = self.vars[self.find[c]].1;
         match self.aggregates.iter().find(|(a, _)| *a == c) {
-            Some((_, Agg::Count | Agg::CountDistinct)) => ValueType::Long,
-            _ => self.vars[self.find[c]].1,
+            Some((_, agg)) => agg.result_type(t),
+            None => t,
         }
     }
 
     /// Groups the answer's `rows` (one key per find column, distinct: a Datalog set) by the columns that are not
     /// aggregates and computes the aggregates of each group ([`Agg`]): one row per group, in no particular order.
-    /// Rows come back unchanged when the find has no aggregate.
-    pub fn aggregate(&self, mut rows: Vec<Vec<Key>>) -> Vec<Vec<Key>> {
+    /// Rows come back unchanged when the find has no aggregate. None when the general path must answer: a sum
+    /// outside a long (its statement fails as DuckDB's cast of the sum fails), or an average whose sum a double does
+    /// not hold exactly (the general path's sum of doubles would then depend on the order of its terms).
+    pub fn aggregate(&self, mut rows: Vec<Vec<Key>>) -> Option<Vec<Vec<Key>>> {
         if self.aggregates.is_empty() {
-            return rows;
+            return Some(rows);
         }
-        let keys: Vec<usize> = (0..self.find.len()).filter(|c| !self.aggregates.iter().any(|(a, _)| a == c)).collect();
+        let shown = self.find.len() - self.with;
+        let keys: Vec<usize> = (0..shown).filter(|c| !self.aggregates.iter().any(|(a, _)| a == c)).collect();
         let by_keys = |a: &Vec<Key>, b: &Vec<Key>| {
             keys.iter().map(|c| key_cmp(&a[*c], &b[*c])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
         };
@@ -300,12 +324,26 @@ impl EntityPlan {
                     }
                     Agg::Min => values.min_by(|a, b| key_cmp(a, b)).cloned().unwrap_or(Key::Int(0)),
                     Agg::Max => values.max_by(|a, b| key_cmp(a, b)).cloned().unwrap_or(Key::Int(0)),
+                    Agg::Sum | Agg::Avg => {
+                        let ints: Vec<i64> = values.map(|k| if let Key::Int(x) = k { *x } else { 0 }).collect();
+                        let sum: i128 = ints.iter().map(|x| *x as i128).sum();
+                        // every partial sum of doubles is exact when len * the largest magnitude stays under 2^53
+                        let largest = ints.iter().map(|x| x.unsigned_abs() as u128).max().unwrap_or(0);
+                        if *agg == Agg::Sum {
+                            Key::Int(i64::try_from(sum).ok()?)
+                        } else if largest * (len as u128) < 1 << 53 {
+                            Key::Float(sum as f64 / len as f64)
+                        } else {
+                            return None;
+                        }
+                    }
                 };
             }
+            row.truncate(shown);
             out.push(row);
             start += len;
         }
-        out
+        Some(out)
     }
 }
 
@@ -358,6 +396,9 @@ impl fmt::Display for EntityPlan {
         for (c, agg) in &self.aggregates {
             write!(f, "; {} {}", agg.name(), self.vars[self.find[*c]].0 .0)?;
         }
+        for i in &self.find[self.find.len() - self.with..] {
+            write!(f, "; with {}", self.vars[*i].0 .0)?;
+        }
         for c in &self.filters {
             write!(f, "; filter {}", c.form)?;
         }
@@ -392,7 +433,8 @@ pub fn plan(
     ctx: &crate::source::Ctx,
     since: Option<Entid>,
 ) -> Option<EntityPlan> {
-    if !query.with.is_empty() {
+    // `:with` only beside aggregates (without one, its answer is a bag the general path makes)
+    if !query.with.is_empty() && !query.find.elements().iter().any(|e| matches!(e, FindElem::Aggregate(_))) {
         return None;
     }
     let number = |b: &Option<crate::parse::Bound>| match b {
@@ -531,11 +573,7 @@ pub fn plan(
             Some(func) => {
                 let agg = Agg::of(func, vars[i].1)?;
                 aggregates.push((find.len(), agg));
-                if matches!(agg, Agg::Count | Agg::CountDistinct) {
-                    ValueType::Long
-                } else {
-                    vars[i].1
-                }
+                agg.result_type(vars[i].1)
             }
         };
         if col.sql_type != t.sql_type() {
@@ -545,6 +583,17 @@ pub fn plan(
     }
     if find.len() != columns.len() || (!aggregates.is_empty() && !pulls.is_empty()) {
         return None;
+    }
+    // the :with variables, hidden columns after the find's (bound by the patterns or the inputs)
+    for v in &query.with {
+        let i = match index.get(v) {
+            Some(&i) => i,
+            None => {
+                let t = input_type(query, v, inputs_edn, ctx)?;
+                var_of(v, t, &mut vars, &mut index)?
+            }
+        };
+        find.push(i);
     }
     // order keys: find variables, not pulls (a variable found twice orders by its first column)
     let mut order = Vec::new();
@@ -736,6 +785,7 @@ pub fn plan(
         limit,
         filters,
         aggregates,
+        with: query.with.len(),
         nots,
         ors,
     })

@@ -1650,7 +1650,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
             };
             out.push(keys);
         }
-        return Outcome::Rows(plan.aggregate(out));
+        return plan.aggregate(out).map_or(Outcome::General, Outcome::Rows);
     }
     let whole = plan.find.len() == plan.vars.len() && plan.find.iter().enumerate().all(|(k, i)| k == *i);
     let mut seen: foldhash::HashSet<Row> =
@@ -1665,7 +1665,7 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
             out.push(keys);
         }
     }
-    Outcome::Rows(plan.aggregate(out))
+    plan.aggregate(out).map_or(Outcome::General, Outcome::Rows)
 }
 
 /// Whether `row` passes the comparison `f` ([`planner::entity::Filter`]): numbers by value (a long beside a double
