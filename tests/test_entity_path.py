@@ -208,6 +208,11 @@ SINCE_QUERIES = [
     ("[:find ?e ?a :in $ ?s :where [?e :p/state ?s] [?e :p/age ?a]]", lambda r, n: f"[{r.choice(STATES)}]"),
     ("[:find ?e ?t :in $ [?t ...] :where [?e :p/tag ?t] [?e :p/active true]]",
      lambda r, n: '[["red" "blue" "red"]]'),
+    # the shapes of 2026-12-07 over the datoms since a tx: aggregates, a negation, alternatives, get-else
+    ("[:find ?s (count ?e) (max ?a) :where [?e :p/state ?s] [?e :p/age ?a]]", None),
+    ("[:find ?e :where [?e :p/name _] (not [?e :p/state :s/a])]", None),
+    ("[:find ?e ?x :where [?e :p/name _] (or-join [?e ?x] [?e :p/friend ?x] [?e :p/boss ?x])]", None),
+    ("[:find ?e ?a :where [?e :p/state _] [(get-else $ ?e :p/age 0) ?a]]", None),
 ]
 
 PULLS = ["[*]", "[:p/name :p/tag]", "[:db/id [:p/state :default :s/none]]", "[[:p/tag :limit 2] :p/friend :p/boss]",
