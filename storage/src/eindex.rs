@@ -1600,8 +1600,9 @@ fn run_or(snap: &Snapshot, plan: &EntityPlan, or: &planner::entity::Or, rows: Ve
     Some(next)
 }
 
-/// Runs an entity plan against a snapshot: the steps in order, from the seed rows, then the find projection
-/// (distinct for relations and collections, Datomic's set semantics).
+/// Runs an entity plan against a snapshot: the steps in order (its `or`s among them), from the seed rows, then its
+/// comparison filters and negations, the find projection (distinct for relations and collections, Datomic's set
+/// semantics) and its aggregates.
 pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     if plan.all_steps().any(|s| snap.refused.contains(&s.attr)) {
         return Outcome::General;
