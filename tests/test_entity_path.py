@@ -159,6 +159,16 @@ QUERIES = [
      "[(< ?a 25)]) (and [?e :p/tag ?t] [(= ?t \"red\")]))]", lambda r, n: f"[{r.choice(STATES)}]"),
     ("[:find (count ?x) . :in $ ?email :where [?e :p/email ?email] (or-join [?x ?e] [?x :p/friend ?e] "
      "[?e :p/friend ?x])]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
+    # an entity given as a lookup ref (resolved by an AVET probe on the entity path since 2026-12-07), some of
+    # persons that do not exist; in a value position too, two in one query, beside a pull
+    ("[:find ?n ?fn :in $ ?e :where [?e :p/name ?n] [?e :p/friend ?f] [?f :p/name ?fn]]",
+     lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
+    ("[:find ?x ?m :in $ ?b :where [?x :p/boss ?b] [?x :p/email ?m]]",
+     lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
+    ("[:find ?e ?x :in $ ?e ?b :where [?x :p/friend ?e] [?x :p/boss ?b]]",
+     lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"] [:p/email "p{r.randrange(n)}@x"]]'),
+    ("[:find ?e (pull ?e [:p/name :p/age]) :in $ ?e :where [?e :p/state _]]",
+     lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -342,6 +352,9 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert not path("[:find ?e ?n :in $ [?m ...] ?k :where [?e :p/email ?m] [?e :p/name ?n] :order ?n :limit ?k]",
                     '[["a@x"] 1]')
     assert not path("[:find (pull ?e [:p/name]) :in $ [?m ...] :where [?e :p/email ?m] :order ?e]", '[["a@x"]]')
+    # an entity given as a lookup ref on a unique attribute: an AVET probe first
+    assert path("[:find ?n :in $ ?e :where [?e :p/name ?n]]", '[[:p/email "a@x"]]')
+    assert path("[:find ?n :in $ ?e :where [?e :p/name ?n]]", '[[:p/email "nobody@x"]]')
     assert path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of=2**40 + 1)
     # an instant is resolved to the tx it names before planning (query.rs read_schema_at), so it is served too
     assert path("[:find ?e :in $ ?m :where [?e :p/email ?m]]", '["a@x"]', as_of="2025-01-01 00:00:00")

@@ -455,6 +455,7 @@ pub fn plan(
     if query.inputs.iter().any(|b| matches!(b, InBinding::Rules) || matches!(b, InBinding::Source(s) if s != "$")) {
         return None;
     }
+    let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
     // The patterns, with each variable's value type (entity positions and refs: Ref).
     let mut vars: Vec<(Var, ValueType)> = Vec::new();
     let mut index: HashMap<Var, usize> = HashMap::new();
@@ -520,7 +521,7 @@ pub fn plan(
             joins.push(match index.get(v) {
                 Some(&i) => i,
                 None => {
-                    let t = input_type(query, v, inputs_edn, ctx)?;
+                    let t = input_type(&read, v)?;
                     var_of(v, t, &mut vars, &mut index)?
                 }
             });
@@ -539,7 +540,7 @@ pub fn plan(
             let i = match index.get(var) {
                 Some(&i) => i,
                 None => {
-                    let t = input_type(query, var, inputs_edn, ctx)?;
+                    let t = input_type(&read, var)?;
                     var_of(var, t, &mut vars, &mut index)?
                 }
             };
@@ -564,7 +565,7 @@ pub fn plan(
         let i = match index.get(v) {
             Some(&i) => i,
             None => {
-                let t = input_type(query, v, inputs_edn, ctx)?;
+                let t = input_type(&read, v)?;
                 var_of(v, t, &mut vars, &mut index)?
             }
         };
@@ -589,7 +590,7 @@ pub fn plan(
         let i = match index.get(v) {
             Some(&i) => i,
             None => {
-                let t = input_type(query, v, inputs_edn, ctx)?;
+                let t = input_type(&read, v)?;
                 var_of(v, t, &mut vars, &mut index)?
             }
         };
@@ -606,7 +607,7 @@ pub fn plan(
         for t in &call.args {
             if let Term::Var(v) = t {
                 if !index.contains_key(v) {
-                    let t = input_type(query, v, inputs_edn, ctx)?;
+                    let t = input_type(&read, v)?;
                     var_of(v, t, &mut vars, &mut index)?;
                 }
             }
@@ -627,7 +628,7 @@ pub fn plan(
             let i = match index.get(v) {
                 Some(&i) => i,
                 None => {
-                    let t = input_type(query, v, inputs_edn, ctx)?;
+                    let t = input_type(&read, v)?;
                     var_of(v, t, &mut vars, &mut index)?
                 }
             };
@@ -654,7 +655,18 @@ pub fn plan(
     if vars.iter().any(|(_, t)| !entity_path_type(*t)) {
         return None;
     }
-    let seeds = seeds(query, inputs_edn, ctx, &vars)?;
+    // a lookup-ref input `[:unique/attr value]` for an entity is the pattern `[?e :unique/attr value]`, an AVET
+    // probe taken first, at most one entity (the general path's scalar subquery over the same datoms: none, no row)
+    for (v, c) in &read.scalars {
+        let (Constant::LookupRef { attr, value }, Some(&i)) = (c, index.get(v)) else { continue };
+        let a = schema.attribute(*attr)?;
+        if vars[i].1 != ValueType::Ref || a.unique.is_none() {
+            return None;
+        }
+        let k = constant_key(value, a.value_type, schema)?;
+        patterns.insert(0, (Slot::Var(i), a.entid, a.ident.clone(), Slot::Const(k), true, (!a.many, true), None));
+    }
+    let seeds = seeds(&read, schema, &vars)?;
     // Order: repeatedly take the first pattern that can be probed from what is bound.
     let mut bound: Vec<bool> = vec![false; vars.len()];
     for (i, b) in bound.iter_mut().enumerate() {
@@ -995,8 +1007,7 @@ fn constant_key(c: &Constant, t: ValueType, schema: &Schema) -> Option<Key> {
 }
 
 /// The type of a variable bound only by the inputs (from its constants).
-fn input_type(query: &Query, v: &Var, inputs_edn: Option<&str>, ctx: &crate::source::Ctx) -> Option<ValueType> {
-    let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
+fn input_type(read: &inputs::Inputs, v: &Var) -> Option<ValueType> {
     let c = read
         .scalars
         .iter()
@@ -1015,15 +1026,9 @@ fn input_type(query: &Query, v: &Var, inputs_edn: Option<&str>, ctx: &crate::sou
 }
 
 /// The seed rows: the cross product of the inputs' bindings, each converted to its variable's type.
-fn seeds(
-    query: &Query,
-    inputs_edn: Option<&str>,
-    ctx: &crate::source::Ctx,
-    vars: &[(Var, ValueType)],
-) -> Option<Vec<Vec<Option<Key>>>> {
-    let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
+fn seeds(read: &inputs::Inputs, schema: &Schema, vars: &[(Var, ValueType)]) -> Option<Vec<Vec<Option<Key>>>> {
     let slot = |v: &Var| vars.iter().position(|(x, _)| x == v);
-    let key = |i: usize, c: &Constant| constant_key(c, vars[i].1, ctx.schema);
+    let key = |i: usize, c: &Constant| constant_key(c, vars[i].1, schema);
     let mut rows: Vec<Vec<Option<Key>>> = vec![vec![None; vars.len()]];
     // Each binding multiplies the rows: a scalar or tuple by one, a collection or relation by its length.
     let extend = |choices: Vec<Vec<(usize, Key)>>, rows: &mut Vec<Vec<Option<Key>>>| {
@@ -1040,7 +1045,8 @@ fn seeds(
         *rows = out;
     };
     for (v, c) in &read.scalars {
-        let Some(i) = slot(v) else { continue };
+        // a lookup ref binds its entity by a step of its own (see `plan`)
+        let Some(i) = slot(v).filter(|_| !matches!(c, Constant::LookupRef { .. })) else { continue };
         extend(vec![vec![(i, key(i, c)?)]], &mut rows);
     }
     for (v, cs) in &read.collections {
