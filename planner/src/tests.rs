@@ -625,3 +625,19 @@ fn entity_plans_know_when_their_rows_are_distinct_without_a_hash() {
     assert!(!distinct("[:find ?e :in $ [?m ...] :where [?e :user/email ?m]]", Some("[[\"a\" \"b\"]]"), &now));
     assert!(!distinct("[:find ?e :in $ [[?m]] :where [?e :user/email ?m]]", Some("[[[\"a\"] [\"a\"]]]"), &now));
 }
+
+#[test]
+fn entity_plans_resolve_a_lookup_ref_input_by_a_probe_of_its_unique_attribute() {
+    let opts = QueryOptions::default();
+    let q = "[:find ?i :in $ ?u :where [?i :issue/assignee ?u]]";
+    // the lookup ref binds no seed value: the entity is found by an AVET probe, taken before the query's patterns
+    let p = entity_plan_of(q, Some(r#"[[:user/email "ann@x"]]"#), &opts).expect("planned");
+    assert_eq!(p.seeds, vec![vec![None, None]]);
+    assert_eq!(
+        p.to_string(),
+        "entity index: 1 seed row(s); AVET [?u :user/email Text(\"ann@x\")]; AVET [?i :issue/assignee ?u]"
+    );
+    // an entid input binds the seed row itself
+    let p = entity_plan_of(q, Some("[65536]"), &opts).expect("planned");
+    assert_eq!(p.to_string(), "entity index: 1 seed row(s); AVET [?i :issue/assignee ?u]");
+}
