@@ -13,7 +13,7 @@
 //! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
 //! aggregates `count`, `count-distinct`, `min`, `max`, and `sum` / `avg` of longs, without pulls ([`Agg`]; `:with`
 //! only beside them), `not` /
-//! `not-join` clauses of patterns and comparisons that can be probed from each row ([`Negation`]; `missing?` is
+//! `not-join` clauses of patterns and comparisons that can be probed from each row ([`EntityPlan::nots`]; `missing?` is
 //! one), `or` / `or-join` clauses of patterns and comparisons placed where every branch can be probed ([`Or`]),
 //! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
@@ -78,19 +78,12 @@ pub struct Step {
     pub default: Option<Key>,
 }
 
-/// A `not` or `not-join` clause of data patterns (and comparison predicates) the entity path evaluates for each
-/// row once the query's own steps have run: its steps are run from the row (its join variables bound, the
-/// others its own, slots of [`EntityPlan::vars`] that no other clause uses), and the row is dropped when they find
-/// any row that passes its filters, as the general path's `NOT EXISTS` drops it. Every step is a probe.
+/// A conjunction of data patterns, as probes in order, and comparisons, run from one row of the query: the body
+/// of a `not` / `not-join` ([`EntityPlan::nots`]) or one branch of an `or` / `or-join` ([`Or`]). Its join
+/// variables are bound in the row; the others are its own, slots of [`EntityPlan::vars`] that no other clause
+/// uses. Every step is a probe.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Negation {
-    pub steps: Vec<Step>,
-    pub filters: Vec<Filter>,
-}
-
-/// One branch of an `or` / `or-join` ([`Or`]): its patterns as probes, in order, and its comparisons.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Branch {
+pub struct Conjunction {
     pub steps: Vec<Step>,
     pub filters: Vec<Filter>,
 }
@@ -101,7 +94,7 @@ pub struct Branch {
 /// for `or-join`) cleared, so that the union is a set of the query's variables, as the general path's `UNION`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Or {
-    pub branches: Vec<Branch>,
+    pub branches: Vec<Conjunction>,
     /// The slots of the branches' own variables, cleared in the rows they give.
     pub locals: Vec<usize>,
 }
@@ -266,8 +259,10 @@ pub struct EntityPlan {
     /// The `:with` variables (only beside aggregates): the last `with` columns of [`EntityPlan::find`], part of
     /// the set the aggregates read and dropped from the answer by [`EntityPlan::aggregate`].
     pub with: usize,
-    /// The `not` / `not-join` clauses, each applied to every row after the filters ([`Negation`]).
-    pub nots: Vec<Negation>,
+    /// The `not` / `not-join` clauses, each applied to every row after the filters: its conjunction is run from
+    /// the row, and the row is dropped when it finds any row that passes its filters, as the general path's
+    /// `NOT EXISTS` drops it.
+    pub nots: Vec<Conjunction>,
     /// The `or` / `or-join` clauses, each with the index of the step it runs before (`steps.len()`: after the
     /// last); an `or` is placed where every branch can be probed from what is bound, binding its join variables.
     pub ors: Vec<(usize, Or)>,
@@ -361,34 +356,29 @@ impl fmt::Display for EntityPlan {
         if let Some(t) = self.since {
             write!(f, ", since tx {t}")?;
         }
-        for s in &self.steps {
+        let step = |s: &Step| {
             let how = match s.access {
                 Access::Eavt => "EAVT",
                 Access::Avet => "AVET",
                 Access::Since => "SINCE",
             };
-            write!(f, "; {how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))?;
-            if let Some(d) = &s.default {
-                write!(f, " else {d:?}")?;
-            }
+            let default = s.default.as_ref().map(|d| format!(" else {d:?}")).unwrap_or_default();
+            format!("{how} [{} {} {}]{default}", slot(&s.e), s.ident, slot(&s.v))
+        };
+        for s in &self.steps {
+            write!(f, "; {}", step(s))?;
         }
-        let probes = |steps: &[Step], filters: &[Filter]| -> String {
-            let all: Vec<String> = steps
-                .iter()
-                .map(|s| {
-                    let how = if s.access == Access::Eavt { "EAVT" } else { "AVET" };
-                    format!("{how} [{} {} {}]", slot(&s.e), s.ident, slot(&s.v))
-                })
-                .chain(filters.iter().map(|x| format!("filter {}", x.form)))
-                .collect();
+        let probes = |c: &Conjunction| -> String {
+            let all: Vec<String> =
+                c.steps.iter().map(step).chain(c.filters.iter().map(|x| format!("filter {}", x.form))).collect();
             all.join("; ")
         };
         for (at, o) in &self.ors {
-            let branches: Vec<String> = o.branches.iter().map(|b| probes(&b.steps, &b.filters)).collect();
+            let branches: Vec<String> = o.branches.iter().map(probes).collect();
             write!(f, "; or before step {at} ({})", branches.join(" | "))?;
         }
         for n in &self.nots {
-            write!(f, "; not ({})", probes(&n.steps, &n.filters))?;
+            write!(f, "; not ({})", probes(n))?;
         }
         for (c, pattern) in &self.pulls {
             write!(f, "; pull {} {pattern}", self.vars[self.find[*c]].0 .0)?;
@@ -461,7 +451,7 @@ pub fn plan(
     let mut index: HashMap<Var, usize> = HashMap::new();
     let mut patterns = Vec::new();
     let mut predicates = Vec::new();
-    let mut negated: Vec<(Option<Vec<Var>>, Vec<Clause>)> = Vec::new();
+    let mut negated: Vec<(Option<&Vec<Var>>, &[Clause])> = Vec::new();
     let mut missing = Vec::new();
     let mut alternatives = Vec::new();
     for c in &query.where_clauses {
@@ -473,7 +463,7 @@ pub fn plan(
                     .push(vec![Clause::Pattern { terms: vec![e.clone(), a.clone(), Term::Blank], form: Value::Nil }]);
             }
             Clause::Predicate(call) => predicates.push(call),
-            Clause::Not { join, clauses, .. } => negated.push((join.clone(), clauses.clone())),
+            Clause::Not { join, clauses, .. } => negated.push((join.as_ref(), clauses)),
             Clause::Or { join, branches, .. } => alternatives.push((join, branches)),
             Clause::Function { call, binding: Binding::Scalar(x) } if call.name == "get-else" => {
                 patterns.push(get_else(call, x, schema, &mut vars, &mut index)?)
@@ -482,7 +472,7 @@ pub fn plan(
             _ => return None,
         }
     }
-    negated.extend(missing.into_iter().map(|clauses| (None, clauses)));
+    negated.extend(missing.iter().map(|clauses: &Vec<Clause>| (None, clauses.as_slice())));
     // or / or-join: the join variables are the query's (a new one takes its slot, and its type, from the first
     // branch that binds it), the others get slots of their own, one set per clause
     let mut or_locals = Vec::new();
@@ -619,7 +609,7 @@ pub fn plan(
     let mut negations = Vec::new();
     for (join, clauses) in &negated {
         let joined = match join {
-            Some(vars) => vars.clone(),
+            Some(vars) => vars.to_vec(),
             None => crate::algebrize::logic::mentioned(clauses),
         };
         let mut own: HashMap<Var, usize> = HashMap::new();
@@ -638,7 +628,7 @@ pub fn plan(
         locals.resize(vars.len(), false);
         let mut pats = Vec::new();
         let mut preds = Vec::new();
-        for c in clauses {
+        for c in *clauses {
             match c {
                 Clause::Pattern { terms, .. } => pats.push(pattern(terms, schema, &mut vars, &mut own)?),
                 Clause::Predicate(call) => preds.push(call),
@@ -687,19 +677,20 @@ pub fn plan(
             left.iter().position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)));
         if probe.is_none() {
             // an or whose every branch can be probed from what is bound, binding every join variable in each
-            let ready = ors_left.iter().position(|(joins, branches, _)| {
-                branches.iter().all(|(pats, ..)| {
-                    probe_order(pats.clone(), &bound, is_bound).is_some_and(|(_, b)| joins.iter().all(|i| b[*i]))
-                })
+            let ready = ors_left.iter().enumerate().find_map(|(k, (joins, branches, _))| {
+                let orders = branches
+                    .iter()
+                    .map(|(pats, ..)| probe_order(pats, &bound, is_bound).filter(|(_, b)| joins.iter().all(|i| b[*i])))
+                    .collect::<Option<Vec<_>>>()?;
+                Some((k, orders))
             });
-            if let Some(k) = ready {
+            if let Some((k, orders)) = ready {
                 let (joins, branches, locals) = ors_left.remove(k);
                 let mut done = Vec::new();
-                for (pats, preds, own) in branches {
-                    let (steps, b) = probe_order(pats, &bound, is_bound)?;
+                for ((_, preds, own), (steps, b)) in branches.into_iter().zip(orders) {
                     let filters =
                         preds.iter().map(|c| filter(c, &own, &b, &vars, schema)).collect::<Option<Vec<_>>>()?;
-                    done.push(Branch { steps, filters });
+                    done.push(Conjunction { steps, filters });
                 }
                 for i in joins {
                     bound[i] = true;
@@ -758,9 +749,9 @@ pub fn plan(
         if joins.iter().any(|i| !bound[*i]) {
             return None;
         }
-        let (steps, bound) = probe_order(pats, &bound, is_bound)?;
+        let (steps, bound) = probe_order(&pats, &bound, is_bound)?;
         let filters = preds.iter().map(|c| filter(c, &own, &bound, &vars, schema)).collect::<Option<Vec<_>>>()?;
-        nots.push(Negation { steps, filters });
+        nots.push(Conjunction { steps, filters });
     }
     // every variable in the find, once, but those a scalar or tuple input binds (the same value in every row): no
     // projection merges rows
@@ -807,24 +798,32 @@ pub fn plan(
 /// whose value is bound on an attribute with a value index (AVET/VAET). With what is bound after them; None when
 /// a pattern cannot be probed (it would need a scan).
 fn probe_order(
-    mut left: Vec<Pattern>,
+    pats: &[Pattern],
     bound: &[bool],
     is_bound: impl Fn(&Slot, &[bool]) -> bool,
 ) -> Option<(Vec<Step>, Vec<bool>)> {
     let mut bound = bound.to_vec();
+    let mut left: Vec<&Pattern> = pats.iter().collect();
     let mut steps = Vec::new();
     while !left.is_empty() {
         let p = left
             .iter()
             .position(|(e, _, _, v, indexed, ..)| is_bound(e, &bound) || (*indexed && is_bound(v, &bound)))?;
         let (e, attr, ident, v, .., default) = left.remove(p);
-        let access = if is_bound(&e, &bound) { Access::Eavt } else { Access::Avet };
-        for s in [&e, &v] {
+        let access = if is_bound(e, &bound) { Access::Eavt } else { Access::Avet };
+        for s in [e, v] {
             if let Slot::Var(i) = s {
                 bound[*i] = true;
             }
         }
-        steps.push(Step { e, attr, ident, v, access, default });
+        steps.push(Step {
+            e: e.clone(),
+            attr: *attr,
+            ident: ident.clone(),
+            v: v.clone(),
+            access,
+            default: default.clone(),
+        });
     }
     Some((steps, bound))
 }

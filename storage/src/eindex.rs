@@ -31,7 +31,7 @@ use duckdb::arrow::array::{Array, AsArray};
 use duckdb::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use duckdb::Connection;
 use imbl::{OrdMap, OrdSet};
-use planner::entity::{Access, EntityPlan, Key, Slot};
+use planner::entity::{Access, Conjunction, EntityPlan, Key, Slot, Step};
 use planner::layout::StoreName;
 use planner::schema::{Attribute, Entid, ValueType};
 use std::cmp::Ordering;
@@ -1440,11 +1440,7 @@ type Row = Vec<Option<IKey>>;
 /// variable unbound or bound to it, a blank): a copy of the row for each but the last, the row itself for the last
 /// (most steps find one value per row: a cardinality-one attribute, a unique value).
 fn extend_rows(next: &mut Vec<Row>, row: Row, s: &Slot, found: impl Iterator<Item = IKey>) {
-    let fits = |k: &IKey| match s {
-        Slot::Blank => true,
-        Slot::Const(c) => IKey::from_key(c) == *k,
-        Slot::Var(i) => row[*i].as_ref().is_none_or(|x| x == k),
-    };
+    let fits = |k: &IKey| fits(s, &row, k);
     let bound = |mut r: Row, k: IKey| {
         if let Slot::Var(i) = s {
             r[*i] = Some(k);
@@ -1459,6 +1455,16 @@ fn extend_rows(next: &mut Vec<Row>, row: Row, s: &Slot, found: impl Iterator<Ite
     }
     if let Some(k) = last {
         next.push(bound(row, k));
+    }
+}
+
+/// Whether a datom's `k` fits slot `s` of `row`: a `_`, a constant equal to it, or a variable unbound or bound to
+/// it.
+fn fits(s: &Slot, row: &Row, k: &IKey) -> bool {
+    match s {
+        Slot::Blank => true,
+        Slot::Const(c) => IKey::from_key(c) == *k,
+        Slot::Var(i) => row[*i].as_ref().is_none_or(|x| x == k),
     }
 }
 
@@ -1574,6 +1580,30 @@ fn run_steps(
     Some(rows)
 }
 
+/// Whether conjunction `c` (a `not`'s body), run from `row`, finds a row that passes its filters; None when the
+/// general path must answer. One EAVT probe without filters (`(not [?e :attr v])`, every `missing?`) reads the
+/// entity's values and copies no row.
+fn finds_any(snap: &Snapshot, plan: &EntityPlan, c: &Conjunction, row: &Row) -> Option<bool> {
+    if let ([step @ Step { access: Access::Eavt, default: None, .. }], []) = (c.steps.as_slice(), c.filters.as_slice())
+    {
+        let e = match &step.e {
+            Slot::Var(i) => row[*i].clone(),
+            Slot::Const(k) => Some(IKey::from_key(k)),
+            Slot::Blank => None,
+        };
+        let Some(IKey::Int(e)) = e else { return Some(false) };
+        let attr = snap.attr(step.attr)?;
+        let mut values = Vec::new();
+        match plan.since {
+            Some(since) => attr.values_since(e, since, &mut values),
+            None => attr.values(e, plan.as_of, &mut values),
+        }
+        return Some(values.iter().any(|k| fits(&step.v, row, k)));
+    }
+    let found = run_steps(snap, plan, &c.steps, &[], vec![row.clone()])?;
+    Some(found.iter().any(|r| c.filters.iter().all(|f| passes(f, r))))
+}
+
 /// Runs an `or` / `or-join` ([`planner::entity::Or`]) from each of `rows`: every branch's steps from the row, the
 /// rows found that pass the branch's filters, with the branches' own variables cleared, made distinct (the union
 /// of Datalog sets).
@@ -1627,12 +1657,11 @@ pub fn execute(snap: &Snapshot, plan: &EntityPlan) -> Outcome {
     if !plan.nots.is_empty() {
         let mut general = false;
         rows.retain(|row| {
-            !plan.nots.iter().any(|n| match run_steps(snap, plan, &n.steps, &[], vec![row.clone()]) {
-                Some(found) => found.iter().any(|r| n.filters.iter().all(|f| passes(f, r))),
-                None => {
+            !plan.nots.iter().any(|n| {
+                finds_any(snap, plan, n, row).unwrap_or_else(|| {
                     general = true;
                     false
-                }
+                })
             })
         });
         if general {
