@@ -77,6 +77,10 @@ def emails(r, n, k=6):
     return "[[" + " ".join(f'"p{r.randrange(n)}@x"' for _ in range(k)) + "]]"
 
 
+RULES = ("[[(knows ?a ?b) [?a :p/friend ?b]] [(knows ?a ?b) [?b :p/friend ?a]] [(named ?e ?n) [?e :p/name ?n]] "
+         "[(boss-name ?e ?n) [?e :p/boss ?b] [?b :p/name ?n]] [(boss-state ?e ?s) [?e :p/boss ?b] [?b :p/state ?s]] "
+         "[(knows2 ?a ?c) (knows ?a ?b) [?b :p/friend ?c]]]")
+
 QUERIES = [
     # (query, inputs(rng, n))
     ("[:find ?e ?name :in $ ?email :where [?e :p/email ?email] [?e :p/name ?name]]",
@@ -169,6 +173,19 @@ QUERIES = [
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"] [:p/email "p{r.randrange(n)}@x"]]'),
     ("[:find ?e (pull ?e [:p/name :p/age]) :in $ ?e :where [?e :p/state _]]",
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
+    # non-recursive rules (inlined into the clauses they stand for on the entity path since 2026-12-07): a rule of
+    # two bodies (an or-join), one of one body with a variable of its own, a constant argument, a call under `not`
+    # and under `or`, a rule calling a rule, under a count
+    ("[:find ?x ?nm :in $ % ?m :where [?e :p/email ?m] (knows ?e ?x) (named ?x ?nm)]",
+     lambda r, n: f'[{RULES} "p{r.randrange(n)}@x"]'),
+    ("[:find ?e ?bn :in $ % [?m ...] :where [?e :p/email ?m] (boss-name ?e ?bn)]",
+     lambda r, n: f'[{RULES} {emails(r, n, 6)[1:-1]}]'),
+    ("[:find ?e :in $ % ?s :where [?e :p/state ?s] (not (boss-state ?e :s/a))]",
+     lambda r, n: f"[{RULES} {r.choice(STATES)}]"),
+    ("[:find ?x :in $ % ?m :where [?e :p/email ?m] (or (boss-name ?e ?x) (named ?e ?x))]",
+     lambda r, n: f'[{RULES} "p{r.randrange(n)}@x"]'),
+    ("[:find (count ?y) . :in $ % ?m :where [?e :p/email ?m] (knows2 ?e ?y)]",
+     lambda r, n: f'[{RULES} "p{r.randrange(n)}@x"]'),
     # pull find elements (the entity path pulls them since 2026-12-05): `*` typed over the whole answer, a scalar
     # find choosing the first row in the order of its columns
     ("[:find (pull ?e [*]) :in $ ?email :where [?e :p/email ?email]]", lambda r, n: f'["p{r.randrange(n)}@x"]'),
@@ -352,6 +369,10 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert not path("[:find ?e ?n :in $ [?m ...] ?k :where [?e :p/email ?m] [?e :p/name ?n] :order ?n :limit ?k]",
                     '[["a@x"] 1]')
     assert not path("[:find (pull ?e [:p/name]) :in $ [?m ...] :where [?e :p/email ?m] :order ?e]", '[["a@x"]]')
+    # a non-recursive rule is inlined; a recursive one is the general path's recursive CTE
+    rules = "[[(r ?a ?b) [?a :p/boss ?b]] [(t ?a ?b) [?a :p/boss ?b]] [(t ?a ?c) [?a :p/boss ?b] (t ?b ?c)]]"
+    assert path("[:find ?b :in $ % ?m :where [?e :p/email ?m] (r ?e ?b)]", f'[{rules} "a@x"]')
+    assert not path("[:find ?b :in $ % ?m :where [?e :p/email ?m] (t ?e ?b)]", f'[{rules} "a@x"]')
     # an entity given as a lookup ref on a unique attribute: an AVET probe first
     assert path("[:find ?n :in $ ?e :where [?e :p/name ?n]]", '[[:p/email "a@x"]]')
     assert path("[:find ?n :in $ ?e :where [?e :p/name ?n]]", '[[:p/email "nobody@x"]]')

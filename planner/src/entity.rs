@@ -442,9 +442,18 @@ pub fn plan(
         FindSpec::Scalar(e) => (FindKind::Scalar, vec![e.clone()]),
         FindSpec::Collection(e) => (FindKind::Collection, vec![e.clone()]),
     };
-    if query.inputs.iter().any(|b| matches!(b, InBinding::Rules) || matches!(b, InBinding::Source(s) if s != "$")) {
+    if query.inputs.iter().any(|b| matches!(b, InBinding::Source(s) if s != "$")) {
         return None;
     }
+    // rule calls: non-recursive rules inlined into the clauses they stand for (`expand_rules`)
+    let expanded;
+    let where_clauses = match crate::rules::from_inputs(query, inputs_edn, &[]).ok()? {
+        Some(set) => {
+            expanded = expand_rules(&query.where_clauses, &set, &mut 0)?;
+            &expanded
+        }
+        None => &query.where_clauses,
+    };
     let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
     // The patterns, with each variable's value type (entity positions and refs: Ref).
     let mut vars: Vec<(Var, ValueType)> = Vec::new();
@@ -454,7 +463,7 @@ pub fn plan(
     let mut negated: Vec<(Option<&Vec<Var>>, &[Clause])> = Vec::new();
     let mut missing = Vec::new();
     let mut alternatives = Vec::new();
-    for c in &query.where_clauses {
+    for c in where_clauses {
         match c {
             // `missing?` is the negation of the attribute's pattern on the entity
             Clause::Predicate(call) if call.name == "missing?" => {
@@ -792,6 +801,81 @@ pub fn plan(
         nots,
         ors,
     })
+}
+
+/// `clauses` with every call of a non-recursive rule replaced by the clauses it stands for, as the general path
+/// inlines it (`algebrize/rules.rs`): a rule of one body by that body's clauses, one of several by an `or-join`
+/// of its bodies over the call's variables; the head's parameters renamed to the call's arguments (a constant
+/// argument written into the body, a `_` a variable of its own) and the body's other variables to fresh ones.
+/// Calls inside `not` and `or` are expanded too. None when a call is of a recursive rule (the general path's
+/// recursive CTE) or cannot be read. `n` numbers the calls, for the fresh names.
+fn expand_rules(clauses: &[Clause], set: &crate::rules::RuleSet, n: &mut usize) -> Option<Vec<Clause>> {
+    let mut out = Vec::new();
+    for c in clauses {
+        match c {
+            Clause::RuleCall { form } => {
+                let call = crate::rules::read_call(form).ok()?;
+                let rule = set.rules.get(&call.name)?;
+                if set.is_recursive(&call.name) || rule.arity != call.args.len() {
+                    return None;
+                }
+                *n += 1;
+                let tag = *n;
+                let mut join = Vec::new();
+                let actual: Vec<Value> = call
+                    .args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| match a {
+                        Term::Var(v) => {
+                            if !join.contains(v) {
+                                join.push(v.clone());
+                            }
+                            crate::parse::symbol(&v.0)
+                        }
+                        Term::Const(c) => c.clone(),
+                        _ => crate::parse::symbol(&format!("?__r{tag}_{i}")),
+                    })
+                    .collect();
+                let mut branches = Vec::new();
+                for b in &rule.bodies {
+                    let mut map: std::collections::BTreeMap<String, Value> =
+                        b.params.iter().zip(&actual).map(|(p, a)| (p.0.clone(), a.clone())).collect();
+                    let mut fresh = |v: &str| format!("{v}__r{tag}");
+                    let body = b
+                        .clause_forms
+                        .iter()
+                        .map(|f| crate::parse::clause(&crate::rules::rename(f, &mut map, &mut fresh)))
+                        .collect::<Result<Vec<_>, _>>()
+                        .ok()?;
+                    branches.push(expand_rules(&body, set, n)?);
+                }
+                if branches.len() == 1 {
+                    out.extend(branches.pop()?);
+                } else {
+                    let join = crate::parse::OrJoin { required: vec![], vars: join };
+                    out.push(Clause::Or { join: Some(join), branches, form: Value::Nil });
+                }
+            }
+            // a `not` or `or` joins the variables its clauses mention, the calls' arguments, not the variables the
+            // rules' bodies bring in: it becomes a `not-join` / `or-join` of those
+            Clause::Not { join, clauses, form } => {
+                let join = join.clone().unwrap_or_else(|| crate::algebrize::logic::mentioned(clauses));
+                let clauses = expand_rules(clauses, set, n)?;
+                out.push(Clause::Not { join: Some(join), clauses, form: form.clone() });
+            }
+            Clause::Or { join, branches, form } => {
+                let join = join.clone().unwrap_or_else(|| crate::parse::OrJoin {
+                    required: vec![],
+                    vars: crate::algebrize::logic::mentioned(&branches.concat()),
+                });
+                let branches = branches.iter().map(|b| expand_rules(b, set, n)).collect::<Option<Vec<_>>>()?;
+                out.push(Clause::Or { join: Some(join), branches, form: form.clone() });
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    Some(out)
 }
 
 /// Orders `pats` as probes from what `bound` binds: repeatedly the first pattern whose entity is bound (EAVT) or

@@ -641,3 +641,26 @@ fn entity_plans_resolve_a_lookup_ref_input_by_a_probe_of_its_unique_attribute() 
     let p = entity_plan_of(q, Some("[65536]"), &opts).expect("planned");
     assert_eq!(p.to_string(), "entity index: 1 seed row(s); AVET [?i :issue/assignee ?u]");
 }
+
+#[test]
+fn entity_plans_inline_non_recursive_rules() {
+    let opts = QueryOptions::default();
+    let rules = "[[(assigned ?u ?i) [?i :issue/assignee ?u]] [(assigned ?u ?i) [?i :issue/reporter ?u]] \
+                 [(state-of ?i ?s) [?i :issue/state ?s]]]";
+    // a rule of two bodies is an or-join over the call's variables, one of one body its clauses
+    let q = "[:find ?i ?s :in $ % ?m :where [?u :user/email ?m] (assigned ?u ?i) (state-of ?i ?s)]";
+    let p = entity_plan_of(q, Some(&format!("[{rules} \"ann@x\"]")), &opts).expect("planned");
+    assert_eq!(
+        p.to_string(),
+        "entity index: 1 seed row(s); AVET [?u :user/email ?m]; EAVT [?i :issue/state ?s]; or before step 1 \
+         (AVET [?i :issue/assignee ?u] | AVET [?i :issue/reporter ?u])"
+    );
+    // a constant argument is written into the body
+    let q = "[:find ?i :in $ % ?m :where [?u :user/email ?m] (assigned ?u ?i) (state-of ?i :state/open)]";
+    let p = entity_plan_of(q, Some(&format!("[{rules} \"ann@x\"]")), &opts).expect("planned");
+    assert!(p.to_string().contains("; EAVT [?i :issue/state Text(\":state/open\")]; or before step 1"), "{p}");
+    // a recursive rule: the general path
+    let rec = "[[(above ?a ?b) [?a :issue/assignee ?b]] [(above ?a ?c) [?a :issue/assignee ?b] (above ?b ?c)]]";
+    let q = "[:find ?b :in $ % ?i :where (above ?i ?b)]";
+    assert!(entity_plan_of(q, Some(&format!("[{rec} 65536]")), &opts).is_none());
+}
