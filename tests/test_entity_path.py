@@ -22,7 +22,8 @@ SCHEMA = ("[{:db/ident :p/email :db/valueType :db.type/string :db/cardinality :d
           " {:db/ident :p/state :db/valueType :db.type/keyword :db/cardinality :db.cardinality/one :db/index true}"
           " {:db/ident :p/tag :db/valueType :db.type/string :db/cardinality :db.cardinality/many}"
           " {:db/ident :p/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}"
-          " {:db/ident :p/boss :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]")
+          " {:db/ident :p/boss :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}"
+          " {:db/ident :p/born :db/valueType :db.type/instant :db/cardinality :db.cardinality/one :db/index true}]")
 
 STATES = [":s/a", ":s/b", ":s/c"]
 
@@ -44,10 +45,17 @@ def person(rng, i):
         m[":p/active"] = rng.choice(["true", "false"])
     if rng.random() < 0.8:
         m[":p/state"] = rng.choice(STATES)
+    if rng.random() < 0.7:
+        m[":p/born"] = f'#inst "{born(rng)}"'
     tags = rng.sample(["red", "green", "blue", "x\u0000y"], rng.randrange(4))
     if tags:
         m[":p/tag"] = "[" + " ".join(json.dumps(t) for t in tags) + "]"
     return "{" + " ".join(f"{k} {v}" for k, v in m.items()) + "}"
+
+
+def born(rng):
+    """An instant among 30, some with milliseconds."""
+    return f"198{rng.randrange(10)}-0{1 + rng.randrange(3)}-01T10:00:00{rng.choice(['', '.250'])}Z"
 
 
 def random_tx(rng, n):
@@ -173,6 +181,13 @@ QUERIES = [
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"] [:p/email "p{r.randrange(n)}@x"]]'),
     ("[:find ?e (pull ?e [:p/name :p/age]) :in $ ?e :where [?e :p/state _]]",
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
+    # instants (compared, given and ordered on the entity path since 2026-12-07): a constant, an input, a value
+    # probed by its index
+    ("[:find ?e ?b :in $ [?m ...] :where [?e :p/email ?m] [?e :p/born ?b] [(> ?b #inst \"1984-06-01T00:00:00Z\")]]",
+     lambda r, n: emails(r, n, 8)),
+    ("[:find ?e :in $ ?s ?t :where [?e :p/state ?s] [?e :p/born ?b] [(<= ?b ?t)]]",
+     lambda r, n: f'[{r.choice(STATES)} #inst "{born(r)}"]'),
+    ("[:find ?e ?m :in $ ?b :where [?e :p/born ?b] [?e :p/email ?m]]", lambda r, n: f'[#inst "{born(r)}"]'),
     # non-recursive rules (inlined into the clauses they stand for on the entity path since 2026-12-07): a rule of
     # two bodies (an or-join), one of one body with a variable of its own, a constant argument, a call under `not`
     # and under `or`, a rule calling a rule, under a count
@@ -217,6 +232,7 @@ ORDERED = [
      ":order ?a (desc ?m) :offset 1 :limit 2]", lambda r, n: f"[{r.randrange(15, 40)}]"),
     ("[:find ?st ?m :in $ [?m ...] :where [?e :p/email ?m] [?e :p/state ?st] :order (desc ?st) ?m]", emails),
     ("[:find ?m (pull ?e [:p/name]) :in $ [?m ...] :where [?e :p/email ?m] :order (desc ?m) :limit 2]", emails),
+    ("[:find ?m ?b :in $ [?m ...] :where [?e :p/email ?m] [?e :p/born ?b] :order (desc ?b) ?m]", emails),
 ]
 
 # queries of a `since` database whose first pattern nothing binds: the entity path reads the attribute's datoms
@@ -345,6 +361,9 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(starts-with? ?n \"A\")]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/state ?s] [(< ?s :s/b)]]")
+    # instants compare with instants (a constant, an input), as microseconds
+    assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/born ?b] [(< ?b #inst \"2000-01-01T00:00:00Z\")]]")
+    assert path("[:find ?e :in $ ?t :where [?e :p/born ?t]]", '[#inst "2000-01-01T00:00:00Z"]')
     # count, count-distinct, min, max, and sum and avg of longs group the entity path's rows, :with beside them; a
     # sum of doubles, :with without an aggregate: the general path
     assert path("[:find (count ?e) :in $ ?m :where [?e :p/email ?m]]", '["a@x"]')

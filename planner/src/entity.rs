@@ -15,7 +15,7 @@
 //! only beside them), `not` /
 //! `not-join` clauses of patterns and comparisons that can be probed from each row ([`EntityPlan::nots`]; `missing?` is
 //! one), `or` / `or-join` clauses of patterns and comparisons placed where every branch can be probed ([`Or`]),
-//! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers or two strings ([`Filter`]), with `:order` only on
+//! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers, two strings or two instants ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
@@ -105,7 +105,7 @@ type Pattern = (Slot, Entid, String, Slot, bool, (bool, bool), Option<Key>);
 
 /// A predicate clause `[(op a b)]` the entity path evaluates over each row once every step has run: two operands,
 /// variables or constants, both numbers (longs, doubles and entids, compared by value as DuckDB compares them,
-/// NaN equal to NaN and above every number) or both strings (by their bytes).
+/// NaN equal to NaN and above every number), both strings (by their bytes) or both instants (by their microseconds).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Filter {
     /// One of the comparisons (`Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`), as the general path compiles the clause.
@@ -989,6 +989,7 @@ fn filter(
     let class_of = |i: usize| match vars[i].1 {
         t if number(t) => Some(0),
         ValueType::String => Some(1),
+        ValueType::Instant => Some(2),
         _ => None,
     };
     // a constant in the other operand's type (an integer beside a double is that double)
@@ -1061,8 +1062,15 @@ pub(crate) fn value_key(c: &Value, t: ValueType, schema: &Schema) -> Option<Key>
         (ValueType::String | ValueType::Uri, Value::String(s)) => Some(Key::Text(s.clone())),
         (ValueType::Keyword, Value::Keyword(k)) => Some(Key::Text(k.to_string())),
         (ValueType::Symbol, Value::Symbol(s)) => Some(Key::Text(s.to_string())),
+        (ValueType::Instant, Value::Inst(t)) => instant_micros(t),
         _ => None,
     }
+}
+
+/// An instant as the entity index keys it, microseconds since the epoch (the transactor's `epoch_us`); None when
+/// it has digits below the microsecond, which the general path's cast to TIMESTAMPTZ reads its own way.
+fn instant_micros<Tz: chrono::TimeZone>(t: &chrono::DateTime<Tz>) -> Option<Key> {
+    t.timestamp_subsec_nanos().is_multiple_of(1000).then(|| Key::Int(t.timestamp_micros()))
 }
 
 /// A pull `:default` value of an attribute of type `t`, as the entity path writes it (None when the entity path
@@ -1085,6 +1093,7 @@ fn constant_key(c: &Constant, t: ValueType, schema: &Schema) -> Option<Key> {
         (ValueType::String | ValueType::Uri, Constant::String(s)) => Some(Key::Text(s.clone())),
         (ValueType::Keyword, Constant::Keyword(k)) => Some(Key::Text(k.clone())),
         (ValueType::Symbol, Constant::Symbol(s)) => Some(Key::Text(s.clone())),
+        (ValueType::Instant, Constant::Instant(s)) => instant_micros(&chrono::DateTime::parse_from_rfc3339(s).ok()?),
         _ => None,
     }
 }
@@ -1104,6 +1113,7 @@ fn input_type(read: &inputs::Inputs, v: &Var) -> Option<ValueType> {
         Constant::String(_) => Some(ValueType::String),
         Constant::Keyword(_) => Some(ValueType::Keyword),
         Constant::Symbol(_) => Some(ValueType::Symbol),
+        Constant::Instant(_) => Some(ValueType::Instant),
         _ => None,
     }
 }

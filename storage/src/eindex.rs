@@ -833,6 +833,14 @@ impl AttrIndex {
         Some(())
     }
 
+    /// [`AttrIndex::values`] of entity `e` in the database `plan` reads: now, as of its tx, or since its tx.
+    fn values_in(&self, plan: &EntityPlan, e: i64, out: &mut Vec<IKey>) {
+        match plan.since {
+            Some(since) => self.values_since(e, since, out),
+            None => self.values(e, plan.as_of, out),
+        }
+    }
+
     /// The current values of entity `e` asserted after tx `since` (see [`AttrIndex::since_datoms`]).
     pub fn values_since(&self, e: i64, since: i64, out: &mut Vec<IKey>) {
         self.each_current(e, |v, tx| {
@@ -1547,10 +1555,7 @@ fn run_steps(
                 Access::Eavt => {
                     let Some(IKey::Int(e)) = get(&step.e) else { continue };
                     values.clear();
-                    match plan.since {
-                        Some(since) => attr.values_since(e, since, &mut values),
-                        None => attr.values(e, plan.as_of, &mut values),
-                    }
+                    attr.values_in(plan, e, &mut values);
                     if let (true, Some(d)) = (values.is_empty(), &step.default) {
                         values.push(IKey::from_key(d)); // get-else
                     }
@@ -1592,12 +1597,8 @@ fn finds_any(snap: &Snapshot, plan: &EntityPlan, c: &Conjunction, row: &Row) -> 
             Slot::Blank => None,
         };
         let Some(IKey::Int(e)) = e else { return Some(false) };
-        let attr = snap.attr(step.attr)?;
         let mut values = Vec::new();
-        match plan.since {
-            Some(since) => attr.values_since(e, since, &mut values),
-            None => attr.values(e, plan.as_of, &mut values),
-        }
+        snap.attr(step.attr)?.values_in(plan, e, &mut values);
         return Some(values.iter().any(|k| fits(&step.v, row, k)));
     }
     let found = run_steps(snap, plan, &c.steps, &[], vec![row.clone()])?;
