@@ -181,13 +181,15 @@ QUERIES = [
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"] [:p/email "p{r.randrange(n)}@x"]]'),
     ("[:find ?e (pull ?e [:p/name :p/age]) :in $ ?e :where [?e :p/state _]]",
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
-    # instants (compared, given and ordered on the entity path since 2026-12-07): a constant, an input, a value
-    # probed by its index
+    # instants (compared, given, ordered and aggregated on the entity path since 2026-12-07): a constant, an
+    # input, a value probed by its index, the earliest and latest by state
     ("[:find ?e ?b :in $ [?m ...] :where [?e :p/email ?m] [?e :p/born ?b] [(> ?b #inst \"1984-06-01T00:00:00Z\")]]",
      lambda r, n: emails(r, n, 8)),
     ("[:find ?e :in $ ?s ?t :where [?e :p/state ?s] [?e :p/born ?b] [(<= ?b ?t)]]",
      lambda r, n: f'[{r.choice(STATES)} #inst "{born(r)}"]'),
     ("[:find ?e ?m :in $ ?b :where [?e :p/born ?b] [?e :p/email ?m]]", lambda r, n: f'[#inst "{born(r)}"]'),
+    ("[:find ?s (min ?b) (max ?b) :in $ [?m ...] :where [?e :p/email ?m] [?e :p/state ?s] [?e :p/born ?b]]",
+     lambda r, n: emails(r, n, 12)),
     # non-recursive rules (inlined into the clauses they stand for on the entity path since 2026-12-07): a rule of
     # two bodies (an or-join), one of one body with a variable of its own, a constant argument, a call under `not`
     # and under `or`, a rule calling a rule, under a count

@@ -132,7 +132,7 @@ pub fn double_order(x: f64, y: f64) -> std::cmp::Ordering {
 /// them (`planner::emit`): the rows, projected onto the find's columns, are a set; they are grouped by the
 /// columns that are not aggregates, and a group's `count` is its number of rows, `count-distinct` the number of
 /// distinct values of its variable, `min` / `max` its least / greatest value (numbers by value, NaN above every
-/// number, text by its bytes, as DuckDB's `min` and `max`), `sum` / `avg` of longs their exact sum (a BIGINT) and
+/// number, text by its bytes, instants by time, as DuckDB's `min` and `max`), `sum` / `avg` of longs their exact sum (a BIGINT) and
 /// that sum over the count (a DOUBLE). With no grouping column and no row, no row (Datomic answers `[]`, not a
 /// count of 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,10 +147,11 @@ pub enum Agg {
 
 impl Agg {
     /// The aggregate of a find element `(func ?x)` over a variable of type `t` (no `n`), or None when the
-    /// general path must compute it: `min` / `max` of keywords (Clojure's keyword order), booleans and instants,
+    /// general path must compute it: `min` / `max` of keywords (Clojure's keyword order) and booleans,
     /// `sum` / `avg` of anything but longs (a sum of doubles depends on the order of its terms), and the rest.
     fn of(func: &str, t: ValueType) -> Option<Agg> {
-        let ordered = matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref | ValueType::String);
+        let ordered =
+            matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref | ValueType::String | ValueType::Instant);
         match func {
             "count" => Some(Agg::Count),
             "count-distinct" => Some(Agg::CountDistinct),
