@@ -123,6 +123,14 @@ QUERIES = [
      lambda r, n: f'[{r.randrange(15, 40)} "name {r.randrange(20)}"]'),
     ("[:find ?e :in $ [?lo ...] :where [?e :p/email \"p1@x\"] [?e :p/age ?a] [(<= ?lo ?a)]]",
      lambda r, n: f"[[{r.randrange(15, 40)} {r.randrange(15, 40)}]]"),
+    # text tests of two strings (filters of the entity path since 2026-12-07): a prefix, a part of a cardinality-many
+    # value, a suffix given as an input (the empty one too)
+    ("[:find ?e ?nm :in $ [?m ...] :where [?e :p/email ?m] [?e :p/name ?nm] [(starts-with? ?nm \"name 1\")]]",
+     lambda r, n: emails(r, n, 8)),
+    ("[:find ?e ?t :in $ ?s :where [?e :p/state ?s] [?e :p/tag ?t] [(clojure.string/includes? ?t \"e\")]]",
+     lambda r, n: f"[{r.choice(STATES)}]"),
+    ("[:find ?e :in $ [?m ...] ?x :where [?e :p/email ?m] [?e :p/name ?nm] [(ends-with? ?nm ?x)]]",
+     lambda r, n: f'[{emails(r, n, 8)[1:-1]} "{r.choice(["", "1", "7", "e"])}"]'),
     # aggregates (the entity path groups its rows since 2026-12-07): counts over the set of find tuples (a count of
     # ages counts distinct ages), min / max of numbers and text, grouped by keywords and tags, with a filter
     ("[:find ?s (count ?e) (count-distinct ?a) (max ?nm) (min ?sc) :in $ [?m ...] :where [?e :p/email ?m] "
@@ -359,9 +367,11 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     assert path("[:find ?n :where [?e :p/email \"a@x\"] [?e :p/name ?n]]")
     # a scan: the general path
     assert not path("[:find ?e :where [?e :p/name _]]")
-    # a comparison of two numbers or two strings is a filter of the entity path; other predicates are not
+    # a comparison of two numbers or two strings and a text test of two strings are filters of the entity path;
+    # other predicates are not
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/age ?a] [(> ?a 3)]]")
-    assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(starts-with? ?n \"A\")]]")
+    assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(starts-with? ?n \"A\")]]")
+    assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/name ?n] [(like ?n \"A%\")]]")
     assert not path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/state ?s] [(< ?s :s/b)]]")
     # instants compare with instants (a constant, an input), as microseconds
     assert path("[:find ?e :where [?e :p/email \"a@x\"] [?e :p/born ?b] [(< ?b #inst \"2000-01-01T00:00:00Z\")]]")

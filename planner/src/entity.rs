@@ -15,7 +15,7 @@
 //! only beside them), `not` /
 //! `not-join` clauses of patterns and comparisons that can be probed from each row ([`EntityPlan::nots`]; `missing?` is
 //! one), `or` / `or-join` clauses of patterns and comparisons placed where every branch can be probed ([`Or`]),
-//! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers, two strings or two instants ([`Filter`]), with `:order` only on
+//! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers, two strings or two instants and text tests of two strings ([`Filter`]), with `:order` only on
 //! find variables (and `:limit` / `:offset`, numbers, only with an
 //! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
 //! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
@@ -104,12 +104,14 @@ pub struct Or {
 type Pattern = (Slot, Entid, String, Slot, bool, (bool, bool), Option<Key>);
 
 /// A predicate clause `[(op a b)]` the entity path evaluates over each row once every step has run: two operands,
-/// variables or constants, both numbers (longs, doubles and entids, compared by value as DuckDB compares them,
-/// NaN equal to NaN and above every number), both strings (by their bytes) or both instants (by their microseconds).
+/// variables or constants. A comparison reads both numbers (longs, doubles and entids, compared by value as DuckDB
+/// compares them, NaN equal to NaN and above every number), both strings (by their bytes) or both instants (by
+/// their microseconds); `starts-with?`, `ends-with?` and `includes?` read two strings (DuckDB's `starts_with`,
+/// `suffix` and `contains`, as the general path compiles them: bytes, the empty string a prefix, suffix and part
+/// of every string).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Filter {
-    /// One of the comparisons (`Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`), as the general path compiles the clause.
-    pub op: BinOp,
+    pub test: Test,
     pub a: Slot,
     pub b: Slot,
     /// The clause as written, for `mentat_explain`.
@@ -202,11 +204,22 @@ fn key_cmp(a: &Key, b: &Key) -> std::cmp::Ordering {
     }
 }
 
+/// What a [`Filter`] tests of its two operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    /// One of the comparisons (`Eq`, `Ne`, `Lt`, `Le`, `Gt`, `Ge`), as the general path compiles the clause.
+    Compare(BinOp),
+    StartsWith,
+    EndsWith,
+    Includes,
+}
+
 impl Filter {
-    /// Whether a row whose left operand orders `o` against its right one passes.
+    /// Whether a row whose left operand orders `o` against its right one passes a comparison.
     pub fn holds(&self, o: std::cmp::Ordering) -> bool {
         use std::cmp::Ordering::*;
-        match self.op {
+        let Test::Compare(op) = self.test else { return false };
+        match op {
             BinOp::Eq => o == Equal,
             BinOp::Ne => o != Equal,
             BinOp::Lt => o == Less,
@@ -214,6 +227,17 @@ impl Filter {
             BinOp::Gt => o == Greater,
             BinOp::Ge => o != Less,
             _ => false,
+        }
+    }
+
+    /// Whether a row whose operands are the strings `a` and `b` passes: a comparison by their bytes, or the text
+    /// test.
+    pub fn holds_text(&self, a: &str, b: &str) -> bool {
+        match self.test {
+            Test::Compare(_) => self.holds(a.as_bytes().cmp(b.as_bytes())),
+            Test::StartsWith => a.starts_with(b),
+            Test::EndsWith => a.ends_with(b),
+            Test::Includes => a.contains(b),
         }
     }
 }
@@ -977,7 +1001,13 @@ fn filter(
     vars: &[(Var, ValueType)],
     schema: &Schema,
 ) -> Option<Filter> {
-    let op = COMPARISONS.iter().find(|(name, _)| *name == call.name)?.1;
+    let test = match (COMPARISONS.iter().find(|(name, _)| *name == call.name), call.name.as_str()) {
+        (Some((_, op)), _) => Test::Compare(*op),
+        (None, "starts-with?") => Test::StartsWith,
+        (None, "ends-with?") => Test::EndsWith,
+        (None, "includes?") => Test::Includes,
+        _ => return None,
+    };
     let [a, b] = call.args.as_slice() else { return None };
     // the variables' types (a variable the patterns do not bind, or of another type: the general path)
     let var = |t: &Term| match t {
@@ -987,10 +1017,12 @@ fn filter(
     };
     let (va, vb) = (var(a)?, var(b)?);
     let number = |t: ValueType| matches!(t, ValueType::Long | ValueType::Double | ValueType::Ref);
+    // a text test reads two strings only
+    let compare = matches!(test, Test::Compare(_));
     let class_of = |i: usize| match vars[i].1 {
-        t if number(t) => Some(0),
         ValueType::String => Some(1),
-        ValueType::Instant => Some(2),
+        t if compare && number(t) => Some(0),
+        ValueType::Instant if compare => Some(2),
         _ => None,
     };
     // a constant in the other operand's type (an integer beside a double is that double)
@@ -1013,7 +1045,7 @@ fn filter(
         }
         _ => return None,
     };
-    Some(Filter { op, a, b, form: crate::error::show(&call.form) })
+    Some(Filter { test, a, b, form: crate::error::show(&call.form) })
 }
 
 /// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left

@@ -422,7 +422,7 @@ fn entity_plans_keep_an_order_on_find_columns_and_its_limit() {
 
 #[test]
 fn entity_plans_filter_rows_with_comparisons_of_numbers_or_strings() {
-    use crate::entity::{Filter, Key, Slot};
+    use crate::entity::{Filter, Key, Slot, Test};
     use crate::sql::BinOp;
     let opts = QueryOptions::default();
     let q = "[:find ?i :in $ ?u ?min :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [(>= ?p ?min)] \
@@ -430,8 +430,14 @@ fn entity_plans_filter_rows_with_comparisons_of_numbers_or_strings() {
     let p = entity_plan_of(q, Some("[7 2]"), &opts).expect("planned");
     let var = |name: &str| Slot::Var(p.vars.iter().position(|(v, _)| v.0 == name).unwrap());
     assert_eq!(p.filters.len(), 2);
-    assert_eq!((p.filters[0].op, &p.filters[0].a, &p.filters[0].b), (BinOp::Ge, &var("?p"), &var("?min")));
-    assert_eq!((p.filters[1].op, &p.filters[1].a, &p.filters[1].b), (BinOp::Ne, &var("?i"), &var("?u")));
+    assert_eq!(
+        (p.filters[0].test, &p.filters[0].a, &p.filters[0].b),
+        (Test::Compare(BinOp::Ge), &var("?p"), &var("?min"))
+    );
+    assert_eq!(
+        (p.filters[1].test, &p.filters[1].a, &p.filters[1].b),
+        (Test::Compare(BinOp::Ne), &var("?i"), &var("?u"))
+    );
     // a long against a double constant: the general path (the constant is not a long)
     assert!(entity_plan_of(
         "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [(< ?p 4.5)]]",
@@ -443,11 +449,20 @@ fn entity_plans_filter_rows_with_comparisons_of_numbers_or_strings() {
     let p = entity_plan_of(q, Some("[7]"), &opts).unwrap();
     assert_eq!(
         p.filters,
-        vec![Filter { op: BinOp::Lt, a: var("?p"), b: Slot::Const(Key::Int(4)), form: "[(< ?p 4)]".into() }]
+        vec![Filter {
+            test: Test::Compare(BinOp::Lt),
+            a: var("?p"),
+            b: Slot::Const(Key::Int(4)),
+            form: "[(< ?p 4)]".into()
+        }]
     );
     assert!(p.to_string().contains("; filter [(< ?p 4)]"), "{p}");
-    // not a comparison, three operands, a keyword: the general path
-    for pred in ["[(starts-with? ?t \"a\")]", "[(< 1 ?p 9)]", "[(< ?s :state/open)]"] {
+    // a text test of two strings is a filter too
+    let q = "[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/title ?t] [(ends-with? ?t \"x\")]]";
+    let p = entity_plan_of(q, Some("[7]"), &opts).unwrap();
+    assert_eq!((p.filters[0].test, &p.filters[0].b), (Test::EndsWith, &Slot::Const(Key::Text("x".into()))));
+    // another predicate, three operands, a keyword, a text test of a keyword: the general path
+    for pred in ["[(like ?t \"a%\")]", "[(< 1 ?p 9)]", "[(< ?s :state/open)]", "[(includes? ?s \"open\")]"] {
         let q = format!("[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] [?i :issue/state ?s] [?i :issue/title ?t] {pred}]");
         assert!(entity_plan_of(&q, Some("[7]"), &opts).is_none(), "{pred}");
     }
@@ -552,7 +567,7 @@ fn entity_plans_run_negations_as_probes_from_each_row() {
     // than patterns and comparisons: the general path
     for not in [
         "(not-join [?i] [?x :issue/title \"t\"] [?x :issue/priority 3])",
-        "(not-join [?i] [?i :issue/title ?t] [(starts-with? ?t \"a\")])",
+        "(not-join [?i] [?i :issue/title ?t] [(like ?t \"a%\")])",
         "(not (or [?i :issue/priority 1] [?i :issue/priority 2]))",
     ] {
         let q = format!("[:find ?i :in $ ?u :where [?i :issue/assignee ?u] [?i :issue/priority ?p] {not}]");

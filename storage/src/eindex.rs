@@ -1716,7 +1716,7 @@ fn passes(f: &planner::entity::Filter, row: &Row) -> bool {
         (IKey::Float(x), IKey::Float(y)) => float(*x, *y),
         (IKey::Int(x), IKey::Float(y)) => float(*x as f64, *y),
         (IKey::Float(x), IKey::Int(y)) => float(*x, *y as f64),
-        (IKey::Text(x), IKey::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (IKey::Text(x), IKey::Text(y)) => return f.holds_text(x, y),
         _ => return false,
     };
     f.holds(o)
