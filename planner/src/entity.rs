@@ -7,23 +7,25 @@
 //! about one statement, the caller's own.
 //!
 //! [`plan`] decides, per query, whether the entity path can answer it; it says no (None) to everything else,
-//! which the general path (one SQL statement) answers as before. Eligible are queries whose `:where` holds only
-//! data patterns `[e :attr v]` with a constant forward attribute, whose find spec is plain variables or
-//! `(pull ?e pattern)` of a bound entity with a literal pattern the index answers
-//! ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
-//! aggregates `count`, `count-distinct`, `min`, `max`, and `sum` / `avg` of longs, without pulls ([`Agg`]; `:with`
-//! only beside them), `not` /
-//! `not-join` clauses of patterns and comparisons that can be probed from each row ([`EntityPlan::nots`]; `missing?` is
-//! one), `or` / `or-join` clauses of patterns and comparisons placed where every branch can be probed ([`Or`]),
-//! `get-else` with a constant default ([`Step::default`]), comparison predicates of two numbers, two strings or two instants and text tests of two strings ([`Filter`]), with `:order` only on
-//! find variables (and `:limit` / `:offset`, numbers, only with an
-//! `:order`: [`EntityPlan::order`]), whose inputs are scalars, tuples, collections or relations,
-//! and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
-//! its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
-//! or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible, but in a query of a `since`
-//! database (since a tx entid), where the scan reads only the attribute's datoms asserted after that tx, a suffix
-//! of the index's tx order ([`Access::Since`]). Every answer is the general path's answer
-//! (`tests/test_entity_path.py` runs the query tests through both).
+//! which the general path (one SQL statement) answers as before. Eligible are queries
+//! - whose `:where` holds data patterns `[e :attr v]` with a constant forward attribute; comparison predicates of
+//!   two numbers, two strings or two instants and text tests of two strings ([`Filter`]); `not` / `not-join`
+//!   clauses of patterns and comparisons that can be probed from each row ([`EntityPlan::nots`]; `missing?` is
+//!   one); `or` / `or-join` clauses of those placed where every branch can be probed ([`Or`]); `get-else` with a
+//!   constant default ([`Step::default`]); and calls of non-recursive rules of these, inlined (`expand_rules`);
+//! - whose find spec is plain variables, `(pull ?e pattern)` of a bound entity with a literal pattern the index
+//!   answers ([`crate::pull::entity_path_pattern`]; the caller pulls those columns, [`EntityPlan::pulls`]) or the
+//!   aggregates `count`, `count-distinct`, `min`, `max`, and `sum` / `avg` of longs, without pulls ([`Agg`];
+//!   `:with` only beside them), with `:order` only on find variables (and `:limit` / `:offset`, numbers, only
+//!   with an `:order`: [`EntityPlan::order`]);
+//! - whose inputs are scalars (a lookup ref among them), tuples, collections or relations;
+//! - and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
+//!   its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
+//!   or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible, but in a query of a
+//!   `since` database (since a tx entid), where the scan reads only the attribute's datoms asserted after that
+//!   tx, a suffix of the index's tx order ([`Access::Since`]).
+//!
+//! Every answer is the general path's answer (`tests/test_entity_path.py` runs the query tests through both).
 
 use crate::algebrize::functions::COMPARISONS;
 use crate::parse::{Binding, Clause, FindElem, FindSpec, InBinding, Query, Term, Var};
