@@ -116,7 +116,7 @@ pub struct Filter {
     pub test: Test,
     pub a: Slot,
     pub b: Slot,
-    /// The clause as written, for `mentat_explain`.
+    /// The clause as written, for `mentat_explain` (a NUL byte written `\u0000`).
     pub form: String,
 }
 
@@ -563,11 +563,16 @@ pub fn plan(
         // a pull of an entity that the patterns bind, with a pattern the index answers (its column's type is the
         // pull's STRUCT, which the caller declares)
         if let FindElem::Pull { var, pattern: pattern @ (Value::Vector(_) | Value::List(_)), .. } = elem {
+            // an entity only an input binds (`:in $ ?e` given an entid; Datomic's pull of a given entity; a lookup ref
+            // that finds no entity pulls NULL on the general path, where a probe would find no row)
             let i = match index.get(var) {
                 Some(&i) => i,
                 None => {
-                    let t = input_type(&read, var)?;
-                    var_of(var, t, &mut vars, &mut index)?
+                    let given = read.scalars.iter().find(|(x, _)| x == var).map(|(_, c)| c);
+                    if !matches!(given, Some(Constant::Long(_))) {
+                        return None;
+                    }
+                    var_of(var, ValueType::Ref, &mut vars, &mut index)?
                 }
             };
             let text = crate::error::show(pattern);
@@ -682,11 +687,16 @@ pub fn plan(
         return None;
     }
     // a lookup-ref input `[:unique/attr value]` for an entity is the pattern `[?e :unique/attr value]`, an AVET
-    // probe taken first, at most one entity (the general path's scalar subquery over the same datoms: none, no row)
+    // probe taken first, at most one entity (the general path's scalar subquery over the same datoms: none, NULL,
+    // which a data pattern of the entity joins with no row; a variable only a `get-else` reads would take its
+    // default there, so it stays on the general path)
     for (v, c) in &read.scalars {
         let (Constant::LookupRef { attr, value }, Some(&i)) = (c, index.get(v)) else { continue };
         let a = schema.attribute(*attr)?;
-        if vars[i].1 != ValueType::Ref || a.unique.is_none() {
+        let joined = patterns
+            .iter()
+            .any(|(e, _, _, v, _, _, default)| default.is_none() && (*e == Slot::Var(i) || *v == Slot::Var(i)));
+        if vars[i].1 != ValueType::Ref || a.unique.is_none() || !joined {
             return None;
         }
         let k = constant_key(value, a.value_type, schema)?;
@@ -1032,6 +1042,8 @@ fn filter(
         let Term::Const(c) = c else { return None };
         match (vars[other].1, c) {
             (ValueType::Double, Value::Integer(i)) => Some(Key::Float(*i as f64)),
+            // a double beside a long: both compared as doubles, as DuckDB casts the BIGINT
+            (ValueType::Long, Value::Float(x)) if compare => Some(Key::Float(x.into_inner())),
             (t, c) => value_key(c, t, schema),
         }
     };
@@ -1047,7 +1059,8 @@ fn filter(
         }
         _ => return None,
     };
-    Some(Filter { test, a, b, form: crate::error::show(&call.form) })
+    // the form is shown in `mentat_explain` and in `mentat_sql`'s comment, text that holds no NUL byte
+    Some(Filter { test, a, b, form: crate::error::show(&call.form).replace('\0', "\\u0000") })
 }
 
 /// Whether the entity path answers values of type `t`. Uuids, bytes, bigints, bigdecs, floats and tuples are left
