@@ -709,12 +709,37 @@ def test_unbound_attribute(db):
     ("[:find ?n :where [?p :person/name ?n]]", "[1]", ["wrong number of inputs"]),
     ("[:find ?n :in $ ?l :where [?p :person/name ?n] :limit ?l]", "[-1]", ["-1", "negative"]),
     ('[:find ?n :in $ [?n ...] :where [?p :person/name ?n]]', '["alice"]', ["bad input", '"alice"']),
+    # lookup-ref inputs: an attribute the schema lacks raises, as in a pattern (Datomic: :db.error/not-an-entity);
+    # one that is not :db/unique names the input; a lookup ref not wrapped in the inputs vector gets the hint
+    ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/zzz 1]]",
+     ["unknown attribute :person/zzz", "[:person/zzz 1]"]),
+    ("[:find ?a :in $ [?e ...] :where [?e :person/age ?a]]", '[[[:person/name "alice"] [:person/zzz 1]]]',
+     ["unknown attribute :person/zzz", "[:person/zzz 1]"]),
+    ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/age 30]]",
+     ["bad input", "input 1 of the inputs vector", ":person/age is not unique", ":db/unique"]),
+    ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '[:person/name "alice"]',
+     ["wrong number of inputs", "needs 1, got 2", "still wrapped"]),
+    # the rule set and an entity swapped: the message says which input is the rule set
+    ("[:find ?a :in $ % ?e :where (r ?e ?a)]", '[[:person/name "alice"] [[(r ?e ?a) [?e :person/age ?a]]]]',
+     ["bad input", "input 1 of the inputs vector", "for %", "a rule is a vector"]),
+    ('[:find ?p :in $ ?t :where [?p :person/age ?a] [(< ?a ?t)]]', '[#inst "2020-01-01T00:00:00Z"]',
+     ["cannot compare a long with an instant"]),
+    # a sum of longs outside a long fails by name (Clojure's + throws on overflow), not with the statement's text
+    ("[:find (sum ?x) . :with ?p :in $ [[?p ?x]]]", "[[[1 9223372036854775000] [2 9223372036854775000]]]",
+     ["(sum ?x) overflows a long", ":db.type/bigint"]),
 ])
 def test_errors_name_the_form(db, query, inputs, needles):
     msg = error(db, query, inputs)
     for n in needles:
         assert n in msg, (n, msg)
-    assert "panic" not in msg
+    assert "panic" not in msg and "CAST(" not in msg  # not the compiled statement's text
+
+
+def test_a_sum_that_fits_a_long_is_exact(db):
+    # the overflow check leaves the largest long and the smallest ones summed exactly (hand sums)
+    big = 9223372036854775807
+    assert q(db, "[:find (sum ?x) . :with ?p :in $ [[?p ?x]]]", f"[[[1 {big - 5}] [2 5]]]") == [(big,)]
+    assert q(db, "[:find (sum ?x) . :with ?p :in $ [[?p ?x]]]", f"[[[1 {-big}] [2 -1]]]") == [(-big - 1,)]
 
 
 def test_errors_in_mentat_sql(db):

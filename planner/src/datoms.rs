@@ -145,7 +145,7 @@ pub fn datoms_sql(
                 None if c.a.is_some() => {
                     return Err(PlanError::BadInput {
                         form: v.text().unwrap_or_default(),
-                        message: format!("the value is not a {} ({})", a.value_type.name(), a.ident),
+                        message: format!("the value is not {} ({})", a.value_type.a_name(), a.ident),
                     })
                 }
                 None => continue,

@@ -10,7 +10,7 @@
 //! returns an empty result), via `HAVING count(*) > 0`.
 
 use crate::algebrize::{Algebra, TExpr, VarBinding};
-use crate::error::PlanError;
+use crate::error::{show, PlanError};
 use crate::joins;
 use crate::keys::unique_over;
 use crate::layout::quote_ident;
@@ -18,7 +18,7 @@ use crate::parse::{symbol, Aggregate, Bound, FindElem, FindSpec, Query, Var};
 use crate::pull::{compile_pull_held, CompiledPull};
 use crate::schema::ValueType;
 use crate::source::Ctx;
-use crate::sql::{BinOp, Dialect, Expr, FromItem, Name, Query as SqlQuery, Select, TableSource};
+use crate::sql::{BinOp, Dialect, Expr, FromItem, Lit, Name, Query as SqlQuery, Select, TableSource};
 use crate::types::{keyword_order, Constant, Ty};
 use crate::{CompiledQuery, FindKind, OutputColumn};
 
@@ -102,7 +102,7 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
                 if !t.ty.is_numeric() || t.ty == Ty::DOUBLE {
                     return Err(PlanError::type_mismatch(
                         form,
-                        format!("pull needs an entity, {var} is a {}", t.ty.name()),
+                        format!("pull needs an entity, {var} is {}", t.ty.a_name()),
                     ));
                 }
                 pulls.push((i, compile_pull_held(pattern, ctx.schema, ctx.store, ctx.opts, ctx.pull_held)?));
@@ -303,7 +303,7 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
         if x.ty.is_numeric() {
             Ok(())
         } else {
-            Err(PlanError::type_mismatch(&a.form, format!("{} needs numbers, {} is a {}", a.func, a.var, x.ty.name())))
+            Err(PlanError::type_mismatch(&a.form, format!("{} needs numbers, {} is {}", a.func, a.var, x.ty.a_name())))
         }
     };
     let n = bound(alg, a.n.as_ref())?;
@@ -319,7 +319,21 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
                 Ty::Value(t @ (ValueType::BigInt | ValueType::BigDec)) => Ty::Value(*t),
                 _ => Ty::LONG,
             };
-            (agg("sum", false, vec![x.expr]), ty)
+            let sum = agg("sum", false, vec![x.expr]);
+            if ty != Ty::LONG {
+                (sum, ty)
+            } else {
+                // DuckDB sums BIGINTs as a HUGEINT; a sum outside a long fails here by name, as Clojure's `+` throws
+                // on a long overflow, and not in the output's cast with the statement's text (DuckDB computes the
+                // repeated aggregate once).
+                let fits = Expr::And(vec![
+                    Expr::bin(BinOp::Ge, sum.clone(), Expr::int(i64::MIN)),
+                    Expr::bin(BinOp::Le, sum.clone(), Expr::int(i64::MAX)),
+                ]);
+                let message = format!("{} overflows a long: sum a :db.type/bigint attribute instead", show(&a.form));
+                let fail = Expr::Func("error", vec![Expr::Lit(Lit::Str(message))]);
+                (Expr::Case { whens: vec![(fits, sum)], otherwise: Some(Box::new(fail)) }, ty)
+            }
         }
         ("avg" | "median" | "variance" | "stddev", None) => {
             numeric()?;

@@ -482,6 +482,12 @@ pub fn plan(
         None => &query.where_clauses,
     };
     let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
+    // a lookup ref's shape whose keyword names no attribute: the general path raises (`unknown_lookup_ref`)
+    let ref_ty = crate::types::Ty::Value(ValueType::Ref);
+    let unknown = |c: &Constant| crate::algebrize::unknown_lookup_ref(ctx, c, &ref_ty).is_err();
+    if read.scalars.iter().map(|(_, c)| c).chain(read.collections.iter().flat_map(|(_, cs)| cs)).any(unknown) {
+        return None;
+    }
     // The patterns, with each variable's value type (entity positions and refs: Ref).
     let mut vars: Vec<(Var, ValueType)> = Vec::new();
     let mut index: HashMap<Var, usize> = HashMap::new();

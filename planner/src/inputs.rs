@@ -103,7 +103,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
         return Err(PlanError::InputCount { form: show(&query.in_form), expected: bindings.len(), got: values.len() });
     }
     let mut out = Inputs::default();
-    for (b, v) in bindings.into_iter().zip(&values) {
+    for (i, (b, v)) in bindings.into_iter().zip(&values).enumerate() {
         let b = match b {
             Slot::Rules => continue,
             Slot::Pattern(name) => {
@@ -116,6 +116,32 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             }
             Slot::Bind(b) => b,
         };
+        let read = |out: &mut Inputs| read_binding(ctx, b, v, out).map_err(|e| in_input(e, i, v, ""));
+        read(&mut out)?;
+    }
+    Ok(out)
+}
+
+/// An error in input `i` (0-based) as a bad input that names the whole input and its place, when it was a query
+/// syntax error of one of its parts (a lookup ref on an attribute that is not unique, a malformed rule).
+/// `what` is what the input is for, as words after "for" ("%, the rule set"), or empty.
+pub(crate) fn in_input(e: PlanError, i: usize, input: &Value, what: &str) -> PlanError {
+    match e {
+        PlanError::Syntax { form, message } => PlanError::BadInput {
+            form: show(input),
+            message: format!(
+                "input {} of the inputs vector{}: in `{form}`: {message}",
+                i + 1,
+                if what.is_empty() { String::new() } else { format!(" (for {what})") }
+            ),
+        },
+        other => other,
+    }
+}
+
+/// Reads one input `v` for its binding `b` into `out`.
+fn read_binding(ctx: &Ctx, b: &Binding, v: &Value, out: &mut Inputs) -> Result<(), PlanError> {
+    {
         match b {
             Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
             Binding::Tuple(vars) => {
@@ -145,7 +171,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A relation source: the collection of tuples given for source variable `var`, each tuple a vector or list of

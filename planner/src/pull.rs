@@ -802,7 +802,7 @@ fn typed_literal(
         _ => false,
     };
     if !ok {
-        return Err(PlanError::type_mismatch(form, format!("{} is not a {}", show(v), attr.value_type.name())));
+        return Err(PlanError::type_mismatch(form, format!("{} is not {}", show(v), attr.value_type.a_name())));
     }
     let lit = literal(&c).ok_or_else(|| PlanError::type_mismatch(form, "not a scalar value"))?;
     let ty = cast_type(dialect, &attr.sql_type())?;

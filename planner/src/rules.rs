@@ -259,7 +259,9 @@ pub fn from_inputs(
         },
     };
     match values.get(pos) {
-        Some(v) => RuleSet::parse(v).map(Some),
+        Some(v) => RuleSet::parse(v)
+            .map(Some)
+            .map_err(|e| crate::inputs::in_input(e, pos, v, "%, the rule set: a vector of rules")),
         None => {
             Err(PlanError::InputCount { form: show(&query.in_form), expected: after_sources.len(), got: values.len() })
         }

@@ -107,6 +107,11 @@ impl ValueType {
     pub fn name(self) -> &'static str {
         &self.ident()[9..]
     }
+
+    /// The name with its article, for messages: "a long", "an instant".
+    pub fn a_name(self) -> String {
+        crate::types::with_article(self.name())
+    }
 }
 
 /// The DuckDB type of `:db.type/bigdec` values.

@@ -934,6 +934,7 @@ fn spark_func(p: &mut Printer, name: &str, args: &[Expr], indent: usize) {
         "list_extract" => call(p, "element_at", args, ""),
         "list_value" => call(p, "array", args, ""),
         "epoch_us" => call(p, "unix_micros", args, ""),
+        "error" => call(p, "raise_error", args, ""),
         "encode" => call(p, "encode", args, ", 'UTF-8'"),
         "regexp_matches" => call(p, "regexp_like", args, ""),
         "regexp_extract" => call(p, "regexp_extract", args, ", 0"),

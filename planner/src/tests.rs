@@ -299,8 +299,13 @@ fn error_unbound_find_variable() {
 fn error_bad_inputs() {
     let e = err("[:find ?e :in $ [[?e ?n]] :where [?e :issue/priority ?n]]", Some("[[[1 \"two\"]]]"));
     assert!(matches!(e, PlanError::BadInput { .. }), "{e}");
+    // a lookup ref on an attribute that is not unique: a bad input that says which input
     let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some("[[:user/name \"x\"]]"));
-    assert!(matches!(e, PlanError::Syntax { .. }), "{e}");
+    assert!(matches!(e, PlanError::BadInput { .. }), "{e}");
+    assert!(e.to_string().contains("input 1 of the inputs vector") && e.to_string().contains("not unique"), "{e}");
+    // an unknown attribute in a lookup ref's shape given for an entity
+    let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some("[[:user/zzz \"x\"]]"));
+    assert!(matches!(&e, PlanError::UnknownAttribute { ident, .. } if ident == ":user/zzz"), "{e}");
 }
 
 #[test]

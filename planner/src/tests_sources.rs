@@ -126,7 +126,10 @@ fn source_errors_name_the_source() {
         Some("[[[(r ?e) [$2 ?e :crm/score _]]]]"),
         &QueryOptions::default(),
     ) {
-        Err(PlanError::Syntax { message, .. }) => assert!(message.contains("$2"), "{message}"),
+        // the rule set is an input: its error says which one
+        Err(PlanError::BadInput { message, .. }) => {
+            assert!(message.contains("$2") && message.contains("for %"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     // pull from another source is refused clearly

@@ -154,6 +154,11 @@ impl Ty {
     }
 
     /// A short name for messages.
+    /// The name with its article, for messages: "a long", "an instant".
+    pub fn a_name(&self) -> String {
+        with_article(&self.name())
+    }
+
     pub fn name(&self) -> String {
         match self {
             Ty::Value(v) => v.name().to_string(),
@@ -162,6 +167,12 @@ impl Ty {
             Ty::List(_) => "list".into(),
         }
     }
+}
+
+/// `name` after "a" or "an", as English writes it before the word's first letter.
+pub fn with_article(name: &str) -> String {
+    let an = name.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {name}", if an { "an" } else { "a" })
 }
 
 /// A fixed tuple's value (a STRUCT of `n` fields `f0..`) as a LIST, to compare with a homogeneous tuple.

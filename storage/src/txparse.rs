@@ -577,7 +577,7 @@ impl TermBuilder<'_> {
                     let elem = Attribute::new(attr.entid, &attr.ident, t);
                     Some(ValuePlace::Scalar(
                         scalar_from_edn(item, &elem, form)
-                            .map_err(|_| wrong(format!("element {i} must be a {}", t.name())))?,
+                            .map_err(|_| wrong(format!("element {i} must be {}", t.a_name())))?,
                     ))
                 }
             };

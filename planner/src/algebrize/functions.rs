@@ -104,7 +104,7 @@ impl Scope {
             return Ok(());
         }
         let Ty::Tuple(tys) = &t.ty else {
-            return Err(PlanError::type_mismatch(form, format!("{} of a {} binds no tuple", call.name, t.ty.name())));
+            return Err(PlanError::type_mismatch(form, format!("{} of {} binds no tuple", call.name, t.ty.a_name())));
         };
         if tys.len() != vars.len() {
             return Err(PlanError::type_mismatch(form, format!("the tuple has {} elements", tys.len())));
@@ -244,7 +244,7 @@ impl Scope {
             Class::Text | Class::Keyword | Class::Any => Ok(t.expr),
             _ => Err(PlanError::type_mismatch(
                 &call.form,
-                format!("{} expects strings, got a {}", call.name, t.ty.name()),
+                format!("{} expects strings, got {}", call.name, t.ty.a_name()),
             )),
         }
     }
@@ -429,12 +429,12 @@ impl Scope {
         let ty = crate::types::attr_ty(&attr);
         let default = match self.operand(ctx, &call.args[3], &call.form)? {
             Operand::Const(c) => coerce(ctx, &c, &ty)
-                .ok_or_else(|| PlanError::type_mismatch(&call.form, format!("the default must be a {}", ty.name())))?,
+                .ok_or_else(|| PlanError::type_mismatch(&call.form, format!("the default must be {}", ty.a_name())))?,
             Operand::Typed(t) if t.ty.join(&ty).is_some() => t.expr,
             Operand::Typed(t) => {
                 return Err(PlanError::type_mismatch(
                     &call.form,
-                    format!("the default is a {} but {} is a {}", t.ty.name(), attr.ident, ty.name()),
+                    format!("the default is {} but {} is {}", t.ty.a_name(), attr.ident, ty.a_name()),
                 ))
             }
         };
@@ -608,7 +608,7 @@ fn check_classes(a: &Ty, b: &Ty, form: &Value) -> Result<(), PlanError> {
     if ca == cb || ca == Class::Any || cb == Class::Any {
         Ok(())
     } else {
-        Err(PlanError::type_mismatch(form, format!("cannot compare a {} with a {}", a.name(), b.name())))
+        Err(PlanError::type_mismatch(form, format!("cannot compare {} with {}", a.a_name(), b.a_name())))
     }
 }
 

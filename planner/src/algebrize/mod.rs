@@ -254,20 +254,26 @@ impl Scope {
             None => {}
             Some(VarBinding::Const(c)) => match coerce(ctx, &c, &bound.ty) {
                 Some(lit) => self.alg.filters.push(Expr::eq(bound.expr.clone(), lit)),
-                None => self.prune(format!("{var} is {} but must be {}", show_constant(&c), bound.ty.name())),
+                None => {
+                    unknown_lookup_ref(ctx, &c, &bound.ty)?;
+                    self.prune(format!("{var} is {} but must be {}", show_constant(&c), bound.ty.name()))
+                }
             },
             Some(VarBinding::Pending(list)) => {
                 // distinct values in input order; a set of their debug text keeps this linear (a `Vec::contains`
                 // made a collection input of 16,000 values take 3.4 s to compile)
                 let mut lits: Vec<Expr> = Vec::new();
                 let mut seen = std::collections::HashSet::new();
+                for c in list.iter() {
+                    unknown_lookup_ref(ctx, c, &bound.ty)?;
+                }
                 for lit in list.iter().filter_map(|c| coerce(ctx, c, &bound.ty)) {
                     if seen.insert(format!("{lit:?}")) {
                         lits.push(lit);
                     }
                 }
                 match lits.len() {
-                    0 => self.prune(format!("no input value of {var} is a {}", bound.ty.name())),
+                    0 => self.prune(format!("no input value of {var} is {}", bound.ty.a_name())),
                     1 => self.alg.filters.push(Expr::eq(bound.expr.clone(), lits.remove(0))),
                     _ => self.alg.filters.push(Expr::InList(Box::new(bound.expr.clone()), lits)),
                 }
@@ -522,9 +528,9 @@ impl Scope {
                         var: ctx.source.clone(),
                         form: show(form),
                         message: format!(
-                            "position {i} of the matching tuples holds both a {} and a {}; a variable takes values of one type",
-                            first.name(),
-                            other.name()
+                            "position {i} of the matching tuples holds both {} and {}; a variable takes values of one type",
+                            first.a_name(),
+                            other.a_name()
                         ),
                     });
                 }
@@ -558,7 +564,8 @@ impl Scope {
                 match coerce(ctx, &c, &col.ty) {
                     Some(lit) => self.alg.filters.push(Expr::eq(col.expr, lit)),
                     None => {
-                        self.prune(format!("{} cannot be a {} in {}", show_constant(&c), col.ty.name(), show(form)))
+                        unknown_lookup_ref(ctx, &c, &col.ty)?;
+                        self.prune(format!("{} cannot be {} in {}", show_constant(&c), col.ty.a_name(), show(form)))
                     }
                 }
                 Ok(())
@@ -779,7 +786,10 @@ pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Consta
                     .attribute_by_ident(&ident)
                     .ok_or_else(|| PlanError::UnknownAttribute { ident: ident.clone(), form: show(form) })?;
                 if attr.unique.is_none() {
-                    return Err(PlanError::syntax(v, format!("lookup ref attribute {ident} is not unique")));
+                    return Err(PlanError::syntax(
+                        v,
+                        format!("a lookup ref's attribute must be :db/unique, {ident} is not unique"),
+                    ));
                 }
                 // A lookup ref constant holds an entid of `$`'s schema (see `coerce`), so one is read only there
                 if !ctx.reads_default() {
@@ -865,6 +875,21 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
 }
 
 /// A constant as EDN text, for messages.
+/// An error when `c`, given for an entity (`ty` a ref), has a lookup ref's shape `[:ns/attr value]` but its keyword
+/// names no attribute: Datomic raises there, where a tuple that fits no position would only match nothing.
+/// (`read_constant` reads such a vector as a tuple, which a tuple attribute's value may be.)
+pub(crate) fn unknown_lookup_ref(ctx: &Ctx, c: &Constant, ty: &Ty) -> Result<(), PlanError> {
+    match (ty, c) {
+        (Ty::Value(ValueType::Ref), Constant::Tuple(items)) => match items.as_slice() {
+            [Constant::Keyword(k), _] if ctx.schema.attribute_by_ident(k).is_none() => {
+                Err(PlanError::UnknownAttribute { ident: k.clone(), form: show_constant(c) })
+            }
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn show_constant(c: &Constant) -> String {
     show(&constant_value(c))
 }
@@ -896,6 +921,6 @@ pub(crate) fn require_numeric(t: &TExpr, form: &Value) -> Result<(), PlanError> 
     if t.ty.is_numeric() || t.ty == Ty::Mixed {
         Ok(())
     } else {
-        Err(PlanError::type_mismatch(form, format!("expected a number, got a {}", t.ty.name())))
+        Err(PlanError::type_mismatch(form, format!("expected a number, got {}", t.ty.a_name())))
     }
 }

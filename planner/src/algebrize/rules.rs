@@ -560,9 +560,9 @@ fn infer_types(
                             PlanError::type_mismatch(
                                 &body.form,
                                 format!(
-                                    "argument {v} of rule {p} is a {} here and a {} in another body",
-                                    t.name(),
-                                    prev.name()
+                                    "argument {v} of rule {p} is {} here and {} in another body",
+                                    t.a_name(),
+                                    prev.a_name()
                                 ),
                             )
                         })?,

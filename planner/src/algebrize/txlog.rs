@@ -67,7 +67,7 @@ impl Scope {
                 _ => {
                     return Err(PlanError::type_mismatch(
                         &call.form,
-                        format!("tx-ids bounds are transactions or instants, not a {}", t.ty.name()),
+                        format!("tx-ids bounds are transactions or instants, not {}", t.ty.a_name()),
                     ))
                 }
             };
@@ -93,7 +93,7 @@ impl Scope {
         if !tx.ty.is_numeric() || tx.ty == Ty::DOUBLE {
             return Err(PlanError::type_mismatch(
                 &call.form,
-                format!("tx-data takes a transaction, not a {}", tx.ty.name()),
+                format!("tx-data takes a transaction, not {}", tx.ty.a_name()),
             ));
         }
         let attrs = ctx.schema.attributes();
