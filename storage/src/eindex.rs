@@ -1609,16 +1609,25 @@ fn finds_any(snap: &Snapshot, plan: &EntityPlan, c: &Conjunction, row: &Row) -> 
 /// rows found that pass the branch's filters, with the branches' own variables cleared, made distinct (the union
 /// of Datalog sets).
 fn run_or(snap: &Snapshot, plan: &EntityPlan, or: &planner::entity::Or, rows: Vec<Row>) -> Option<Vec<Row>> {
-    let mut seen: foldhash::HashSet<Row> = foldhash::HashSet::with_hasher(foldhash::fast::RandomState::default());
-    let mut next = Vec::new();
+    use std::hash::BuildHasher;
+    // the distinct rows in the order found: a table of their positions in `next`, hashed by the row there
+    let state = foldhash::fast::RandomState::default();
+    let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::new();
+    let mut next: Vec<Row> = Vec::new();
+    let last = or.branches.len().saturating_sub(1);
     for row in rows {
-        for b in &or.branches {
-            for mut r in run_steps(snap, plan, &b.steps, &[], vec![row.clone()])? {
+        let mut row = Some(row);
+        for (k, b) in or.branches.iter().enumerate() {
+            // the last branch runs from the row itself, the others from a copy
+            let from = if k == last { row.take() } else { row.clone() };
+            for mut r in run_steps(snap, plan, &b.steps, &[], from.into_iter().collect())? {
                 if b.filters.iter().all(|f| passes(f, &r)) {
                     for l in &or.locals {
                         r[*l] = None;
                     }
-                    if seen.insert(r.clone()) {
+                    let h = state.hash_one(&r);
+                    if seen.find(h, |&i| next[i] == r).is_none() {
+                        seen.insert_unique(h, next.len(), |&i| state.hash_one(&next[i]));
                         next.push(r);
                     }
                 }
