@@ -189,6 +189,12 @@ QUERIES = [
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"]]'),
     ("[:find ?e ?x :in $ ?e ?b :where [?x :p/friend ?e] [?x :p/boss ?b]]",
      lambda r, n: f'[[:p/email "p{r.randrange(n + 5)}@x"] [:p/email "p{r.randrange(n)}@x"]]'),
+    # a collection of lookup refs (an AVET probe each on the entity path since 2026-12-07, second session), some of
+    # persons that do not exist and some repeated; under a count, which counts each boss's reports once
+    ("[:find ?n ?fn :in $ [?e ...] :where [?e :p/name ?n] [?e :p/friend ?f] [?f :p/name ?fn]]",
+     lambda r, n: "[[" + " ".join(f'[:p/email "p{r.randrange(n + 5)}@x"]' for _ in range(6)) + "]]"),
+    ("[:find (count ?x) . :in $ [?b ...] :where [?x :p/boss ?b]]",
+     lambda r, n: "[[" + " ".join(f'[:p/email "p{r.randrange(n + 5)}@x"]' for _ in range(6)) + "]]"),
     # a pull of an entity only the input gives (an entid, some that no entity holds)
     ("[:find (pull ?e [:p/name :p/age {:p/friend [:p/email]}]) :in $ ?e]",
      lambda r, n: f"[{r.randrange(65536, 65536 + n + 5)}]"),
@@ -422,6 +428,9 @@ def test_the_path_is_taken_for_its_shapes_only(tmp_path):
     # an entity given as a lookup ref on a unique attribute: an AVET probe first
     assert path("[:find ?n :in $ ?e :where [?e :p/name ?n]]", '[[:p/email "a@x"]]')
     assert path("[:find ?n :in $ ?e :where [?e :p/name ?n]]", '[[:p/email "nobody@x"]]')
+    # a collection of lookup refs of one attribute too; beside an entid, the general path
+    assert path("[:find ?n :in $ [?e ...] :where [?e :p/name ?n]]", '[[[:p/email "a@x"] [:p/email "b@x"]]]')
+    assert not path("[:find ?n :in $ [?e ...] :where [?e :p/name ?n]]", '[[[:p/email "a@x"] 65536]]')
     # a pull of an entity given as an entid; given as a lookup ref with no pattern, or read only by a get-else, the
     # general path (which pulls NULL, or takes the default, for a lookup ref that finds no entity)
     assert path("[:find (pull ?e [:p/name]) :in $ ?e]", "[65536]")

@@ -416,6 +416,10 @@ def test_lookup_refs_as_inputs(db):
     # lookup refs and entids mixed
     assert sorted(q(db, query, f'[[[:person/name "bob"] {ids["eve"]}]]')) == \
         sorted([(ids["bob"], 25), (ids["eve"], 25)])
+    # lookup refs of two attributes in one collection, one repeated, one to nothing: each names its entity once
+    thing = q(db, '[:find ?i . :where [?i :item/name "thing"]]')[0][0]
+    refs = '[[[:person/name "bob"] [:item/name "thing"] [:person/name "zed"] [:person/name "bob"]]]'
+    assert sorted(q(db, "[:find ?e :in $ [?e ...] :where [?e ?a _]]", refs)) == sorted([(ids["bob"],), (thing,)])
     # a lookup ref to nothing matches nothing
     assert q(db, "[:find ?a . :in $ ?p :where [?p :person/age ?a]]", '[[:person/name "zed"]]') == []
     # and a lookup ref constant inside a pattern

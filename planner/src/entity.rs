@@ -18,7 +18,8 @@
 //!   aggregates `count`, `count-distinct`, `min`, `max`, and `sum` / `avg` of longs, without pulls ([`Agg`];
 //!   `:with` only beside them), with `:order` only on find variables (and `:limit` / `:offset`, numbers, only
 //!   with an `:order`: [`EntityPlan::order`]);
-//! - whose inputs are scalars (a lookup ref among them), tuples, collections or relations;
+//! - whose inputs are scalars (a lookup ref among them), tuples, collections (of lookup refs of one attribute too)
+//!   or relations;
 //! - and which can be evaluated left to right from bound values: each pattern, in the order [`plan`] picks, has
 //!   its entity bound (an EAVT probe) or its value bound on an attribute with a value index (unique, `:db/index`
 //!   or a ref: AVET/VAET). A pattern that would need a scan makes the query ineligible, but in a query of a
@@ -481,7 +482,7 @@ pub fn plan(
         }
         None => &query.where_clauses,
     };
-    let read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
+    let mut read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
     // a lookup ref's shape whose keyword names no attribute: the general path raises (`unknown_lookup_ref`)
     let ref_ty = crate::types::Ty::Value(ValueType::Ref);
     let unknown = |c: &Constant| crate::algebrize::unknown_lookup_ref(ctx, c, &ref_ty).is_err();
@@ -707,6 +708,37 @@ pub fn plan(
         }
         let k = constant_key(value, a.value_type, schema)?;
         patterns.insert(0, (Slot::Var(i), a.entid, a.ident.clone(), Slot::Const(k), true, (!a.many, true), None));
+    }
+    // a collection of lookup refs of one attribute `[[:unique/attr v1] [:unique/attr v2] ...]` for an entity is the
+    // pattern `[?e :unique/attr ?x]` with the values a collection of their own variable (a name no query can write):
+    // an AVET probe per value, at most one entity each, as the general path's `IN` over the lookups' subqueries.
+    // Lookup refs of several attributes (two could name one entity) or beside entids take the general path.
+    for (v, cs) in read.collections.iter_mut() {
+        let Some(&i) = index.get(v) else { continue };
+        let Some(Constant::LookupRef { attr, .. }) = cs.first() else { continue };
+        let attr = *attr;
+        let mut values = Vec::with_capacity(cs.len());
+        for c in cs.iter() {
+            match c {
+                Constant::LookupRef { attr: a, value } if *a == attr => values.push((**value).clone()),
+                _ => return None,
+            }
+        }
+        let a = schema.attribute(attr)?;
+        let joined = patterns
+            .iter()
+            .any(|(e, _, _, v, _, _, default)| default.is_none() && (*e == Slot::Var(i) || *v == Slot::Var(i)));
+        if vars[i].1 != ValueType::Ref || a.unique.is_none() || !joined || !entity_path_type(a.value_type) {
+            return None;
+        }
+        let x = Var(format!("(lookup refs of {})", v.0));
+        let j = vars.len();
+        vars.push((x.clone(), a.value_type));
+        index.insert(x.clone(), j);
+        locals.push(false);
+        *v = x;
+        *cs = values;
+        patterns.insert(0, (Slot::Var(i), a.entid, a.ident.clone(), Slot::Var(j), true, (!a.many, true), None));
     }
     let seeds = seeds(&read, schema, &vars)?;
     // Order: repeatedly take the first pattern that can be probed from what is bound.

@@ -661,6 +661,16 @@ fn entity_plans_resolve_a_lookup_ref_input_by_a_probe_of_its_unique_attribute() 
     // an entid input binds the seed row itself
     let p = entity_plan_of(q, Some("[65536]"), &opts).expect("planned");
     assert_eq!(p.to_string(), "entity index: 1 seed row(s); AVET [?i :issue/assignee ?u]");
+    // a collection of lookup refs of one attribute: their values seed a variable of their own, one probe each
+    let q = "[:find ?i :in $ [?u ...] :where [?i :issue/assignee ?u]]";
+    let p = entity_plan_of(q, Some(r#"[[[:user/email "ann@x"] [:user/email "bo@x"]]]"#), &opts).expect("planned");
+    assert_eq!(p.seeds.len(), 2);
+    assert_eq!(
+        p.to_string(),
+        "entity index: 2 seed row(s); AVET [?u :user/email (lookup refs of ?u)]; AVET [?i :issue/assignee ?u]"
+    );
+    // beside an entid, the general path
+    assert!(entity_plan_of(q, Some(r#"[[[:user/email "ann@x"] 65536]]"#), &opts).is_none());
 }
 
 #[test]
