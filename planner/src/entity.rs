@@ -697,13 +697,16 @@ pub fn plan(
     // probe taken first, at most one entity (the general path's scalar subquery over the same datoms: none, NULL,
     // which a data pattern of the entity joins with no row; a variable only a `get-else` reads would take its
     // default there, so it stays on the general path)
+    // whether a data pattern without a default uses variable `i`
+    let joined = |patterns: &[Pattern], i: usize| {
+        patterns
+            .iter()
+            .any(|(e, _, _, v, _, _, default)| default.is_none() && (*e == Slot::Var(i) || *v == Slot::Var(i)))
+    };
     for (v, c) in &read.scalars {
         let (Constant::LookupRef { attr, value }, Some(&i)) = (c, index.get(v)) else { continue };
         let a = schema.attribute(*attr)?;
-        let joined = patterns
-            .iter()
-            .any(|(e, _, _, v, _, _, default)| default.is_none() && (*e == Slot::Var(i) || *v == Slot::Var(i)));
-        if vars[i].1 != ValueType::Ref || a.unique.is_none() || !joined {
+        if vars[i].1 != ValueType::Ref || a.unique.is_none() || !joined(&patterns, i) {
             return None;
         }
         let k = constant_key(value, a.value_type, schema)?;
@@ -711,7 +714,7 @@ pub fn plan(
     }
     // a collection of lookup refs of one attribute `[[:unique/attr v1] [:unique/attr v2] ...]` for an entity is the
     // pattern `[?e :unique/attr ?x]` with the values a collection of their own variable (a name no query can write):
-    // an AVET probe per value, at most one entity each, as the general path's `IN` over the lookups' subqueries.
+    // an AVET probe per value, at most one entity each, as the general path's semi join on the attribute finds.
     // Lookup refs of several attributes (two could name one entity) or beside entids take the general path.
     for (v, cs) in read.collections.iter_mut() {
         let Some(&i) = index.get(v) else { continue };
@@ -725,10 +728,8 @@ pub fn plan(
             }
         }
         let a = schema.attribute(attr)?;
-        let joined = patterns
-            .iter()
-            .any(|(e, _, _, v, _, _, default)| default.is_none() && (*e == Slot::Var(i) || *v == Slot::Var(i)));
-        if vars[i].1 != ValueType::Ref || a.unique.is_none() || !joined || !entity_path_type(a.value_type) {
+        if vars[i].1 != ValueType::Ref || a.unique.is_none() || !joined(&patterns, i) || !entity_path_type(a.value_type)
+        {
             return None;
         }
         let x = Var(format!("(lookup refs of {})", v.0));

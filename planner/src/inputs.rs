@@ -116,8 +116,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             }
             Slot::Bind(b) => b,
         };
-        let read = |out: &mut Inputs| read_binding(ctx, b, v, out).map_err(|e| in_input(e, i, v, ""));
-        read(&mut out)?;
+        read_binding(ctx, b, v, &mut out).map_err(|e| in_input(e, i, v, ""))?;
     }
     Ok(out)
 }
@@ -141,34 +140,29 @@ pub(crate) fn in_input(e: PlanError, i: usize, input: &Value, what: &str) -> Pla
 
 /// Reads one input `v` for its binding `b` into `out`.
 fn read_binding(ctx: &Ctx, b: &Binding, v: &Value, out: &mut Inputs) -> Result<(), PlanError> {
-    {
-        match b {
-            Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
-            Binding::Tuple(vars) => {
-                let items = elements(v, vars.len())?;
-                for (var, item) in vars.iter().zip(items) {
-                    if let Some(var) = var {
-                        out.scalars.push((var.clone(), read_constant(ctx, item, v)?));
-                    }
+    match b {
+        Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
+        Binding::Tuple(vars) => {
+            let items = elements(v, vars.len())?;
+            for (var, item) in vars.iter().zip(items) {
+                if let Some(var) = var {
+                    out.scalars.push((var.clone(), read_constant(ctx, item, v)?));
                 }
             }
-            Binding::Collection(var) => {
-                let items = collection(v)?;
-                out.collections
-                    .push((var.clone(), items.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?));
+        }
+        Binding::Collection(var) => {
+            let items = collection(v)?;
+            out.collections
+                .push((var.clone(), items.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?));
+        }
+        Binding::Relation(vars) => {
+            let mut rows = Vec::new();
+            for row in collection(v)? {
+                rows.push(
+                    elements(row, vars.len())?.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?,
+                );
             }
-            Binding::Relation(vars) => {
-                let mut rows = Vec::new();
-                for row in collection(v)? {
-                    rows.push(
-                        elements(row, vars.len())?
-                            .iter()
-                            .map(|i| read_constant(ctx, i, v))
-                            .collect::<Result<_, _>>()?,
-                    );
-                }
-                out.relations.push(RelationInput { vars: vars.clone(), rows });
-            }
+            out.relations.push(RelationInput { vars: vars.clone(), rows });
         }
     }
     Ok(())

@@ -907,7 +907,6 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
     }
 }
 
-/// A constant as EDN text, for messages.
 /// An error when `c`, given for an entity (`ty` a ref), has a lookup ref's shape `[:ns/attr value]` but its keyword
 /// names no attribute: Datomic raises there, where a tuple that fits no position would only match nothing.
 /// (`read_constant` reads such a vector as a tuple, which a tuple attribute's value may be.)
@@ -923,6 +922,7 @@ pub(crate) fn unknown_lookup_ref(ctx: &Ctx, c: &Constant, ty: &Ty) -> Result<(),
     }
 }
 
+/// A constant as EDN text, for messages.
 pub(crate) fn show_constant(c: &Constant) -> String {
     show(&constant_value(c))
 }
