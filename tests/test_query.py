@@ -720,9 +720,9 @@ def test_unbound_attribute(db):
     ("[:find ?a :in $ [?e ...] :where [?e :person/age ?a]]", '[[[:person/name "alice"] [:person/zzz 1]]]',
      ["unknown attribute :person/zzz", "[:person/zzz 1]"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/age 30]]",
-     ["bad input", "input 1 of the inputs vector", ":person/age is not unique", ":db/unique"]),
+     ["bad input", "input 1 of the inputs vector: a lookup ref", ":person/age is not unique", ":db/unique"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '[:person/name "alice"]',
-     ["wrong number of inputs", "needs 1, got 2", "still wrapped"]),
+     ["wrong number of inputs", "needs 1, got 2", "wrapped in it too"]),
     # the rule set and an entity swapped: the message says which input is the rule set
     ("[:find ?a :in $ % ?e :where (r ?e ?a)]", '[[:person/name "alice"] [[(r ?e ?a) [?e :person/age ?a]]]]',
      ["bad input", "input 1 of the inputs vector", "for %", "a rule is a vector"]),
@@ -737,6 +737,14 @@ def test_errors_name_the_form(db, query, inputs, needles):
     for n in needles:
         assert n in msg, (n, msg)
     assert "panic" not in msg and "CAST(" not in msg  # not the compiled statement's text
+    assert "Invalid Input Error: Invalid Input Error" not in msg  # the statement's error kind said once
+    # a form at fault that is the whole input is named once
+    assert msg.count(needles[-1]) == 1 or not needles[-1].startswith("["), msg
+
+
+def test_a_pull_of_a_lookup_ref_on_an_attribute_that_is_not_unique_is_a_bad_input(db):
+    with pytest.raises(duckdb.Error, match=r"bad input `\[:person/age 30\]`: .*:person/age is not unique"):
+        db.execute("SELECT * FROM mentat_pull('[*]', '[:person/age 30]')").fetchall()
 
 
 def test_a_sum_that_fits_a_long_is_exact(db):

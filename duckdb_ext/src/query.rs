@@ -657,6 +657,14 @@ unsafe extern "C" fn bind(info: ffi::duckdb_bind_info) {
     finish_bind(info, std::panic::catch_unwind(|| unsafe { bind_inner(info) }), "compiling the query");
 }
 
+/// The error of the compiled statement, as the table function reports it: DuckDB reports a table function's error
+/// as an Invalid Input Error, so that prefix of the statement's own message is dropped (the user saw it twice, as
+/// for `error()`'s message of a `sum` that overflows a long); other kinds (a Conversion Error, ...) keep theirs.
+fn relayed(msg: &str) -> CString {
+    let msg = msg.strip_prefix("Invalid Input Error: ").unwrap_or(msg);
+    CString::new(msg.replace('\0', " ")).unwrap_or_default()
+}
+
 unsafe fn bind_error(info: ffi::duckdb_bind_info, msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     ffi::duckdb_bind_set_error(info, c.as_ptr());
@@ -704,8 +712,7 @@ unsafe fn init_inner(info: ffi::duckdb_init_info) {
     if !ok {
         let msg = CStr::from_ptr(ffi::duckdb_result_error(&mut *result)).to_string_lossy().into_owned();
         ffi::duckdb_destroy_result(&mut *result);
-        let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-        ffi::duckdb_init_set_error(info, c.as_ptr());
+        ffi::duckdb_init_set_error(info, relayed(&msg).as_ptr());
         return;
     }
     let mut state = Streaming::new(Some(result));
@@ -753,8 +760,7 @@ unsafe fn function_inner(info: ffi::duckdb_function_info, output: ffi::duckdb_da
         }
         state.slot = None;
         if let Some(err) = result_error(result) {
-            let c = CString::new(err.replace('\0', " ")).unwrap_or_default();
-            ffi::duckdb_function_set_error(info, c.as_ptr());
+            ffi::duckdb_function_set_error(info, relayed(&err).as_ptr());
         }
         ffi::duckdb_data_chunk_set_size(output, 0);
         return;

@@ -34,7 +34,7 @@ pub enum PlanError {
     /// The inputs vector does not have one element per `:in` binding after `$`.
     #[error(
         "wrong number of inputs: `:in {form}` needs {expected}, got {got} (the inputs are a vector of one element per \
-         binding after $, so one lookup ref or tuple is still wrapped: `[[:user/email \"a@b.c\"]]`)"
+         binding after $: a single lookup ref or tuple is wrapped in it too, as in `[[:user/email \"a@b.c\"]]`)"
     )]
     InputCount { form: String, expected: usize, got: usize },
     /// An input value that does not fit its `:in` binding.

@@ -126,14 +126,16 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
 /// `what` is what the input is for, as words after "for" ("%, the rule set"), or empty.
 pub(crate) fn in_input(e: PlanError, i: usize, input: &Value, what: &str) -> PlanError {
     match e {
-        PlanError::Syntax { form, message } => PlanError::BadInput {
-            form: show(input),
-            message: format!(
-                "input {} of the inputs vector{}: in `{form}`: {message}",
-                i + 1,
-                if what.is_empty() { String::new() } else { format!(" (for {what})") }
-            ),
-        },
+        PlanError::Syntax { form, message } => {
+            let input = show(input);
+            // the part at fault, when it is not the whole input
+            let part = if form == input { String::new() } else { format!(": in `{form}`") };
+            let what = if what.is_empty() { String::new() } else { format!(" (for {what})") };
+            PlanError::BadInput {
+                message: format!("input {} of the inputs vector{what}{part}: {message}", i + 1),
+                form: input,
+            }
+        }
         other => other,
     }
 }

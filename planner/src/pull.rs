@@ -510,7 +510,10 @@ pub fn entity_sql(
         Value::Vector(items) if items.len() == 2 => {
             let attr = attribute_of(&items[0], &v, schema)?;
             if attr.unique.is_none() {
-                return Err(PlanError::syntax(&v, format!("{} is not a unique attribute", attr.ident)));
+                return Err(PlanError::BadInput {
+                    form: show(&v),
+                    message: format!("a lookup ref's attribute must be :db/unique, {} is not unique", attr.ident),
+                });
             }
             let ctx = Ctx::new(schema, store, opts);
             let value = if attr.tuple.is_some() {
