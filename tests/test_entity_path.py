@@ -581,8 +581,12 @@ REOPEN = textwrap.dedent("""
     con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{sys.argv[2]}'")
     q = "[:find ?n :in $ ?m :where [?e :p/email ?m] [?e :p/name ?n]]"
-    print(con.execute("SELECT explain_key FROM mentat_explain(?, inputs := ?)", [q, '["a@x"]']).fetchall()[0][0])
+    explain = lambda: con.execute("FROM mentat_explain(?, inputs := ?)", [q, '["a@x"]']).fetchall()[0]
+    key, value = explain()
+    print(key)
+    print(value.split("-- ")[-1] if "-- " in value else "no note")
     print(con.execute("SELECT * FROM mentat_q(?, inputs := ?)", [q, '["a@x"]']).fetchall())
+    print(explain()[1].split("-- ")[-1] if "-- " in explain()[1] else "no note")
 """)
 
 
@@ -592,7 +596,11 @@ def test_a_reopened_store(tmp_path):
     p = run(CREATE, str(path), str(EXT), SCHEMA, '[{:p/email "a@x" :p/name "A"}]', '[{:p/email "a@x" :p/name "B"}]')
     assert p.returncode == 0, p.stderr
     p = run(REOPEN, str(path), str(EXT))
-    assert p.stdout.splitlines() == ["entity_path", "[('B',)]"], p.stderr
+    # in the new process the index has read nothing: the explain names the entity path and says what the first
+    # mentat_q reads (two small attributes, read at once), after which it has nothing to say
+    note = ("the entity index has not read :p/email :p/name yet: the first mentat_q that needs them reads them (in "
+            "the background when one holds more than 10000 datoms, the general path answering until it is read)")
+    assert p.stdout.splitlines() == ["entity_path", note, "[('B',)]", "no note"], p.stderr
 
 
 def test_an_attached_parquet_store(tmp_path):

@@ -716,9 +716,27 @@ def test_unbound_attribute(db):
     # lookup-ref inputs: an attribute the schema lacks raises, as in a pattern (Datomic: :db.error/not-an-entity);
     # one that is not :db/unique names the input; a lookup ref not wrapped in the inputs vector gets the hint
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/zzz 1]]",
-     ["unknown attribute :person/zzz", "[:person/zzz 1]"]),
+     ["unknown attribute :person/zzz", "given for ?e", "[:person/zzz 1]"]),
     ("[:find ?a :in $ [?e ...] :where [?e :person/age ?a]]", '[[[:person/name "alice"] [:person/zzz 1]]]',
-     ["unknown attribute :person/zzz", "[:person/zzz 1]"]),
+     ["unknown attribute :person/zzz", "given for ?e", "[:person/zzz 1]"]),
+    ("[:find ?a :in $ [[?e ?x]] :where [?e :person/age ?a]]", "[[[[:person/zzz 1] 2]]]",
+     ["unknown attribute :person/zzz", "given for ?e", "[:person/zzz 1]"]),
+    # what cannot name an entity where one is meant is an error (Datomic: :db.error/not-an-entity), not an empty
+    # answer: a lookup ref's value of another type than its attribute's, a vector that is no lookup ref, a string;
+    # and a lookup ref where a string is meant
+    ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '[[:item/name 7]]',
+     ["type mismatch", ":item/name takes a string, 7 is a long", "given for ?e", "[:item/name 7]"]),
+    ("[:find ?a :in $ [?e ...] :where [?e :person/age ?a]]", '[[[:person/name "bob"] [:person/name 2.5]]]',
+     ["type mismatch", ":person/name takes a string, 2.5 is a double", "[:person/name 2.5]"]),
+    ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/name]]",
+     ["type mismatch", "not a lookup ref cannot name an entity", "[:person/name]"]),
+    ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '["alice"]',
+     ["type mismatch", "a string cannot name an entity", "given for ?e", '"alice"']),
+    ("[:find ?o :in $ ?p :where [?o :item/owner ?p]]", "[1.5]", ["a double cannot name an entity", "1.5"]),
+    ("[:find ?p :in $ ?n :where [?p :person/name ?n]]", '[[:person/name "alice"]]',
+     ["type mismatch", "a lookup ref names an entity", "holds a string", "given for ?n", '[:person/name "alice"]']),
+    ('[:find ?a :where [[:item/name 7] :item/price ?a]]', None,
+     [":item/name takes a string, 7 is a long", "[:item/name 7]"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/age 30]]",
      ["bad input", "input 1 of the inputs vector: a lookup ref", ":person/age is not unique", ":db/unique"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '[:person/name "alice"]',

@@ -153,6 +153,24 @@ pub fn answer(
     Ok(None)
 }
 
+/// For `mentat_explain` of a query the entity path takes: what the store's entity index has not read yet of the
+/// attributes `plan` reads, as a sentence (None when it holds them all). Such attributes are read by the first
+/// `mentat_q` that needs them, at once when small ([`SYNC_ROWS`]), else in the background while the general path
+/// answers; so an explain in a fresh process can name the entity path before `mentat_entity_index()` lists
+/// anything. Reads nothing itself.
+pub fn index_note(instance: &Arc<Instance>, name: &StoreName, plan: &EntityPlan) -> Result<Option<String>, String> {
+    let store = open_store(instance, name)?;
+    let schema = store.schema();
+    let Outcome::Missing(attrs) = eindex::execute(&store.index.snapshot(), plan) else { return Ok(None) };
+    let idents: Vec<String> =
+        attrs.iter().map(|a| schema.attribute(*a).map_or(a.to_string(), |x| x.ident.clone())).collect();
+    Ok(Some(format!(
+        "the entity index has not read {} yet: the first mentat_q that needs them reads them (in the background \
+         when one holds more than {SYNC_ROWS} datoms, the general path answering until it is read)",
+        idents.join(" ")
+    )))
+}
+
 /// Pulls the entities of `answer`'s pull columns with their patterns, from `snap`, typed as the general path types
 /// them: every `*` of the query's pulls from one set of attributes, those held by the entities of every `*` level
 /// of every pull over the whole answer (`planner::compile_query_held`), so the pulls are made with every attribute

@@ -506,10 +506,14 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
     }
     let sql = match (extra.mode, &entity) {
         (Mode::Query, _) => compiled.sql.clone(),
-        (Mode::Explain, Some(plan)) => format!(
-            "SELECT 'entity_path' AS explain_key, {} AS explain_value",
-            planner::layout::quote_str(&plan.to_string())
-        ),
+        (Mode::Explain, Some(plan)) => {
+            let note = crate::entity::index_note(instance, &store_name, plan)?;
+            let text = match note {
+                Some(note) => format!("{plan}\n-- {note}"),
+                None => plan.to_string(),
+            };
+            format!("SELECT 'entity_path' AS explain_key, {} AS explain_value", planner::layout::quote_str(&text))
+        }
         (Mode::Explain, None) => format!("EXPLAIN {}", compiled.sql),
     };
     let names: Vec<&str> = match extra.mode {

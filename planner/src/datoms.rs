@@ -210,7 +210,7 @@ fn attribute<'s>(schema: &'s Schema, c: &Constant) -> Result<&'s Attribute, Plan
         _ => None,
     };
     let ident = c.text().unwrap_or_default();
-    found.ok_or(PlanError::UnknownAttribute { form: ident.clone(), ident })
+    found.ok_or(PlanError::UnknownAttribute { form: ident.clone(), ident, context: String::new() })
 }
 
 /// An entity component: an entid, an ident (keyword or its text), or a lookup ref (EDN text `[:attr value]`).

@@ -483,9 +483,13 @@ pub fn plan(
         None => &query.where_clauses,
     };
     let mut read = inputs::read_inputs(ctx, query, inputs_edn).ok()?;
-    // a lookup ref's shape whose keyword names no attribute: the general path raises (`unknown_lookup_ref`)
+    // a lookup ref's shape whose keyword names no attribute: the general path raises (`misfit`); the other misfits
+    // (a lookup ref of a value of the wrong type, a string for an entity) find no key in `seeds` or
+    // `constant_key`, which sends them there too
     let ref_ty = crate::types::Ty::Value(ValueType::Ref);
-    let unknown = |c: &Constant| crate::algebrize::unknown_lookup_ref(ctx, c, &ref_ty).is_err();
+    let unknown = |c: &Constant| {
+        matches!(crate::algebrize::misfit(ctx, c, &ref_ty, None), Err(crate::PlanError::UnknownAttribute { .. }))
+    };
     if read.scalars.iter().map(|(_, c)| c).chain(read.collections.iter().flat_map(|(_, cs)| cs)).any(unknown) {
         return None;
     }

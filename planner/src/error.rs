@@ -13,9 +13,10 @@ pub enum PlanError {
     /// Valid EDN that is not a valid query form (wrong shape, unknown keyword, bad find spec, ...).
     #[error("invalid query syntax in `{form}`: {message}")]
     Syntax { form: String, message: String },
-    /// An attribute keyword that the schema does not know.
-    #[error("unknown attribute {ident} in `{form}`")]
-    UnknownAttribute { ident: String, form: String },
+    /// An attribute keyword that the schema does not know. `context` is empty or says where the form came from
+    /// (", given for ?e" for an input).
+    #[error("unknown attribute {ident} in `{form}`{context}")]
+    UnknownAttribute { ident: String, form: String, context: String },
     /// An ident (keyword naming an entity) that the schema does not know.
     #[error("unknown ident {ident} in `{form}`")]
     UnknownIdent { ident: String, form: String },

@@ -548,7 +548,11 @@ fn is_symbol(v: &Value, name: &str) -> bool {
 
 fn attribute_of<'s>(v: &Value, form: &Value, schema: &'s Schema) -> Result<&'s Attribute, PlanError> {
     let ident = keyword_text(v).ok_or_else(|| PlanError::syntax(form, "expected an attribute keyword"))?;
-    schema.attribute_by_ident(&ident).ok_or(PlanError::UnknownAttribute { ident, form: show(form) })
+    schema.attribute_by_ident(&ident).ok_or(PlanError::UnknownAttribute {
+        ident,
+        form: show(form),
+        context: String::new(),
+    })
 }
 
 /// Parses a pattern vector.
@@ -686,7 +690,7 @@ fn attr_name(v: &Value, schema: &Schema) -> Result<Spec, PlanError> {
             }
         }
     }
-    Err(PlanError::UnknownAttribute { ident: text, form: show(v) })
+    Err(PlanError::UnknownAttribute { ident: text, form: show(v), context: String::new() })
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1310,9 +1314,11 @@ impl Compiler<'_> {
             Target::Reverse(a) => (a, true),
         };
         let schema = self.ctx.schema;
-        let attr = schema
-            .attribute(aid)
-            .ok_or_else(|| PlanError::UnknownAttribute { ident: aid.to_string(), form: spec.name.clone() })?;
+        let attr = schema.attribute(aid).ok_or_else(|| PlanError::UnknownAttribute {
+            ident: aid.to_string(),
+            form: spec.name.clone(),
+            context: String::new(),
+        })?;
         let is_ref = attr.value_type == ValueType::Ref;
         // a reverse attribute is many, except the reverse of a component: a component has one owner
         let many = if reverse { !attr.component } else { attr.many };

@@ -306,6 +306,25 @@ fn error_bad_inputs() {
     // an unknown attribute in a lookup ref's shape given for an entity
     let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some("[[:user/zzz \"x\"]]"));
     assert!(matches!(&e, PlanError::UnknownAttribute { ident, .. } if ident == ":user/zzz"), "{e}");
+    assert!(e.to_string().ends_with("given for ?u"), "{e}");
+    // what cannot name an entity, where one is meant: a type mismatch naming the form and the variable
+    for (input, says) in [
+        ("[\"x\"]", "`\"x\"`: a string cannot name an entity"),
+        ("[[:user/email]]", "`[:user/email]`: a vector that is not a lookup ref cannot name an entity"),
+        ("[[:user/email 7]]", "`[:user/email 7]`: a lookup ref's value must be of its attribute's type"),
+    ] {
+        let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some(input));
+        assert!(matches!(e, PlanError::TypeMismatch { .. }), "{e}");
+        assert!(e.to_string().contains(says) && e.to_string().ends_with("given for ?u"), "{e}");
+    }
+    // a lookup ref where a string is meant
+    let e = err("[:find ?u :in $ ?m :where [?u :user/email ?m]]", Some("[[:user/email \"a@b.c\"]]"));
+    assert!(e.to_string().contains("a lookup ref names an entity, and this position holds a string"), "{e}");
+    // a keyword that is no ident and an entid of nothing still match nothing, as in Datomic
+    for input in ["[:no/such]", "[123456789]"] {
+        let c = compile_with("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some(input), &Default::default());
+        assert!(c.is_ok(), "{input}: {:?}", c.err());
+    }
 }
 
 #[test]

@@ -255,7 +255,7 @@ impl Scope {
             Some(VarBinding::Const(c)) => match coerce(ctx, &c, &bound.ty) {
                 Some(lit) => self.alg.filters.push(Expr::eq(bound.expr.clone(), lit)),
                 None => {
-                    unknown_lookup_ref(ctx, &c, &bound.ty)?;
+                    misfit(ctx, &c, &bound.ty, Some(var))?;
                     self.prune(format!("{var} is {} but must be {}", show_constant(&c), bound.ty.name()))
                 }
             },
@@ -268,7 +268,7 @@ impl Scope {
                 let mut lookups: Vec<(crate::schema::Entid, Vec<Expr>)> = Vec::new();
                 let mut seen = std::collections::HashSet::new();
                 for c in list.iter() {
-                    unknown_lookup_ref(ctx, c, &bound.ty)?;
+                    misfit(ctx, c, &bound.ty, Some(var))?;
                     if let (Ty::Value(ValueType::Ref), Constant::LookupRef { attr, value }) = (&bound.ty, c) {
                         let a = ctx.default_attribute_here(*attr);
                         let Some(v) = a.and_then(|a| coerce(ctx, value, &crate::types::attr_ty(a))) else { continue };
@@ -597,7 +597,7 @@ impl Scope {
                 match coerce(ctx, &c, &col.ty) {
                     Some(lit) => self.alg.filters.push(Expr::eq(col.expr, lit)),
                     None => {
-                        unknown_lookup_ref(ctx, &c, &col.ty)?;
+                        misfit(ctx, &c, &col.ty, None)?;
                         self.prune(format!("{} cannot be {} in {}", show_constant(&c), col.ty.a_name(), show(form)))
                     }
                 }
@@ -707,11 +707,15 @@ impl Scope {
                 match typed {
                     Some(r) => rows.push(r),
                     None => {
+                        for ((c, ty), v) in row.iter().zip(&tys).zip(&values.vars) {
+                            misfit(ctx, c, ty, Some(v))?;
+                        }
                         let forms: Vec<String> = row.iter().map(show_constant).collect();
                         let types: Vec<String> = tys.iter().map(Ty::name).collect();
+                        let vars: Vec<String> = values.vars.iter().map(|v| v.to_string()).collect();
                         return Err(PlanError::BadInput {
                             form: format!("[{}]", forms.join(" ")),
-                            message: format!("input values must be of types {}", types.join(", ")),
+                            message: format!("the values of {} must be of types {}", vars.join(" "), types.join(", ")),
                         });
                     }
                 }
@@ -739,7 +743,7 @@ impl Scope {
 /// `$`, else [`PlanError::Source`] naming the source variable and its store.
 fn unknown_attribute(ctx: &Ctx, ident: String, form: &Value) -> PlanError {
     if ctx.source == "$" {
-        return PlanError::UnknownAttribute { ident, form: show(form) };
+        return PlanError::UnknownAttribute { ident, form: show(form), context: String::new() };
     }
     PlanError::Source {
         var: ctx.source.clone(),
@@ -814,10 +818,11 @@ pub(crate) fn read_constant(ctx: &Ctx, v: &Value, form: &Value) -> Result<Consta
         Value::Vector(items) => match items.as_slice() {
             [Value::Keyword(_), value] if ctx.schema.attribute_by_ident(&show(&items[0])).is_some() => {
                 let ident = show(&items[0]);
-                let attr = ctx
-                    .schema
-                    .attribute_by_ident(&ident)
-                    .ok_or_else(|| PlanError::UnknownAttribute { ident: ident.clone(), form: show(form) })?;
+                let attr = ctx.schema.attribute_by_ident(&ident).ok_or_else(|| PlanError::UnknownAttribute {
+                    ident: ident.clone(),
+                    form: show(form),
+                    context: String::new(),
+                })?;
                 if attr.unique.is_none() {
                     return Err(PlanError::syntax(
                         v,
@@ -907,17 +912,62 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
     }
 }
 
-/// An error when `c`, given for an entity (`ty` a ref), has a lookup ref's shape `[:ns/attr value]` but its keyword
-/// names no attribute: Datomic raises there, where a tuple that fits no position would only match nothing.
-/// (`read_constant` reads such a vector as a tuple, which a tuple attribute's value may be.)
-pub(crate) fn unknown_lookup_ref(ctx: &Ctx, c: &Constant, ty: &Ty) -> Result<(), PlanError> {
+/// An error when constant `c`, bound to `var` (None: a constant written in a pattern), is a mistake in a position of
+/// type `ty` rather than a value that matches nothing. Datomic resolves an entity position's constant to an entid
+/// and raises where it cannot (`:db.error/not-an-entity`), so for an entity (`ty` a ref):
+/// - a lookup ref's shape `[:ns/attr value]` whose keyword names no attribute is [`PlanError::UnknownAttribute`]
+///   (`read_constant` reads such a vector as a tuple, which a tuple attribute's value may be);
+/// - a lookup ref whose value cannot be of its attribute's type (`[:p/code "one"]` for a long), and any constant
+///   that is not an entid, an ident keyword or a lookup ref (a string, a tuple such as `[:p/email]`), are
+///   [`PlanError::TypeMismatch`];
+///
+/// and a lookup ref in a value position of a scalar type is a type mismatch too (it names an entity, never a
+/// string or a long). A keyword that is no ident, or a long where a string attribute's value is, still matches
+/// nothing; so does a lookup ref on an attribute another source lacks.
+pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Result<(), PlanError> {
+    let given = var.map_or(String::new(), |v| format!(", given for {v}"));
+    // as written: a lookup ref's attribute by its ident, a double with its point
+    fn shown(ctx: &Ctx, c: &Constant) -> String {
+        match c {
+            Constant::LookupRef { attr, value } => {
+                let ident = ctx.schema.attribute(*attr).map_or(attr.to_string(), |a| a.ident.clone());
+                format!("[{ident} {}]", shown(ctx, value))
+            }
+            Constant::Double(d) => format!("{d:?}"),
+            other => show_constant(other),
+        }
+    }
+    let written = |c: &Constant| shown(ctx, c);
+    let mismatch = |message: String| PlanError::TypeMismatch { form: written(c), message: message + &given };
+    const ENTITY: &str = "an entity is an entid (a long), an ident (a keyword) or a lookup ref [:unique/attr value]";
     match (ty, c) {
+        (Ty::Value(ValueType::Ref), Constant::Long(_) | Constant::Keyword(_)) => Ok(()),
+        (Ty::Value(ValueType::Ref), Constant::LookupRef { attr, value }) => {
+            let Some(a) = ctx.default_attribute_here(*attr) else { return Ok(()) };
+            let want = crate::types::attr_ty(a);
+            match coerce(ctx, value, &want) {
+                Some(_) => Ok(()),
+                None => Err(mismatch(format!(
+                    "a lookup ref's value must be of its attribute's type: {} takes {}, {} is {}",
+                    a.ident,
+                    want.a_name(),
+                    written(value),
+                    value.natural_type().a_name()
+                ))),
+            }
+        }
         (Ty::Value(ValueType::Ref), Constant::Tuple(items)) => match items.as_slice() {
             [Constant::Keyword(k), _] if ctx.schema.attribute_by_ident(k).is_none() => {
-                Err(PlanError::UnknownAttribute { ident: k.clone(), form: show_constant(c) })
+                Err(PlanError::UnknownAttribute { ident: k.clone(), form: show_constant(c), context: given })
             }
-            _ => Ok(()),
+            _ => Err(mismatch(format!("a vector that is not a lookup ref cannot name an entity: {ENTITY}"))),
         },
+        (Ty::Value(ValueType::Ref), other) => {
+            Err(mismatch(format!("{} cannot name an entity: {ENTITY}", other.natural_type().a_name())))
+        }
+        (Ty::Value(_), Constant::LookupRef { .. }) => {
+            Err(mismatch(format!("a lookup ref names an entity, and this position holds {}", ty.a_name())))
+        }
         _ => Ok(()),
     }
 }
