@@ -737,6 +737,7 @@ def test_unbound_attribute(db):
      ["type mismatch", "a lookup ref names an entity", "holds a string", "given for ?n", '[:person/name "alice"]']),
     ('[:find ?a :where [[:item/name 7] :item/price ?a]]', None,
      [":item/name takes a string, 7 is a long", "[:item/name 7]"]),
+    ("[:find (pull ?e [*]) :in $ ?e]", "[[:item/name 7]]", [":item/name takes a string, 7 is a long", "given for ?e"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/age 30]]",
      ["bad input", "input 1 of the inputs vector: a lookup ref", ":person/age is not unique", ":db/unique"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '[:person/name "alice"]',

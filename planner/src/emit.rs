@@ -262,6 +262,8 @@ fn var_expr(ctx: &Ctx, alg: &Algebra, v: &Var) -> Result<TExpr, PlanError> {
         Some(VarBinding::Expr(t)) => Ok(t.clone()),
         Some(VarBinding::Const(c)) => {
             let ty = c.natural_type();
+            // a lookup ref whose value is not of its attribute's type says so
+            crate::algebrize::misfit(ctx, c, &ty, Some(v))?;
             let expr = crate::algebrize::coerce(ctx, c, &ty).ok_or_else(|| PlanError::BadInput {
                 form: crate::algebrize::show_constant(c),
                 message: "not a value".into(),
