@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 
 import duckdb
 import pytest
@@ -665,3 +666,35 @@ def test_keywords_order_as_in_clojure_on_both_paths():
         explain = rows(con, "SELECT explain_key FROM mentat_explain(?, inputs := '[[0 1 2 3 4]]')", [query])
         assert (explain[0][0] == "entity_path") == on
     assert got == [want, want]
+
+
+def test_a_value_that_many_entities_hold_is_given_to_the_general_path(tmp_path):
+    """An entity-shaped query whose value probe finds more entities than the index joins (100,000: a scan's work) is
+    given back to the general path before any of them is read; the answer is the general path's, and mentat_explain
+    says so."""
+    n = 100_050
+    answers = []
+    for on in (True, False):
+        con = instance(on, str(tmp_path / f"big_{on}.duckdb"))
+        transact(con, SCHEMA)
+        edn = " ".join(f'{{:p/email "e{i}" :p/state {":s/a" if i < n else ":s/b"} :p/age {i % 7}}}'
+                       for i in range(n + 10))
+        transact(con, f"[{edn}]")
+        query = "[:find (count ?e) . :in $ ?s ?a :where [?e :p/state ?s] [?e :p/age ?a]]"
+        # by hand: of the first n entities (state :s/a) those with i % 7 == 3; of the last 10, i % 7 == 3 too
+        want_a = sum(1 for i in range(n) if i % 7 == 3)
+        want_b = sum(1 for i in range(n, n + 10) if i % 7 == 3)
+        answers.append((q(con, query, "[:s/a 3]"), q(con, query, "[:s/b 3]")))
+        assert answers[-1] == ([(want_a,)], [(want_b,)])
+        if on:
+            # the two attributes pass 10,000 datoms, so the first query started reading them in the background
+            deadline = time.time() + 120
+            while time.time() < deadline and rows(con, "SELECT count(*) FROM mentat_entity_index() WHERE ident IN "
+                                                       "(':p/state', ':p/age') AND state = 'indexed'") != [(2,)]:
+                time.sleep(0.1)
+            (key, value), = rows(con, "SELECT * FROM mentat_explain(?, inputs := '[:s/a 3]')", [query])
+            assert key == "entity_path" and "gives this query back to the general path" in value, value
+            (key, value), = rows(con, "SELECT * FROM mentat_explain(?, inputs := '[:s/b 3]')", [query])
+            assert key == "entity_path" and "-- " not in value, value
+        con.close()
+    assert answers[0] == answers[1]

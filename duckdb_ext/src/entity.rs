@@ -154,14 +154,26 @@ pub fn answer(
 }
 
 /// For `mentat_explain` of a query the entity path takes: what the store's entity index has not read yet of the
-/// attributes `plan` reads, as a sentence (None when it holds them all). Such attributes are read by the first
+/// attributes `plan` reads, or that it would give the query back to the general path (a value that many entities
+/// hold), as a sentence (None when it would answer). Such attributes are read by the first
 /// `mentat_q` that needs them, at once when small ([`SYNC_ROWS`]), else in the background while the general path
 /// answers; so an explain in a fresh process can name the entity path before `mentat_entity_index()` lists
 /// anything. Reads nothing itself.
 pub fn index_note(instance: &Arc<Instance>, name: &StoreName, plan: &EntityPlan) -> Result<Option<String>, String> {
     let store = open_store(instance, name)?;
     let schema = store.schema();
-    let Outcome::Missing(attrs) = eindex::execute(&store.index.snapshot(), plan) else { return Ok(None) };
+    let attrs = match eindex::execute(&store.index.snapshot(), plan) {
+        Outcome::Rows(_) => return Ok(None),
+        Outcome::General => {
+            return Ok(Some(format!(
+                "asked now, the entity index gives this query back to the general path, which then answers it: an \
+                 intermediate result passes {} rows (a scan's work, which DuckDB does better) or a value has no \
+                 order in the index",
+                eindex::MAX_ROWS
+            )))
+        }
+        Outcome::Missing(attrs) => attrs,
+    };
     let idents: Vec<String> =
         attrs.iter().map(|a| schema.attribute(*a).map_or(a.to_string(), |x| x.ident.clone())).collect();
     Ok(Some(format!(
