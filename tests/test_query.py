@@ -701,6 +701,11 @@ def test_unbound_attribute(db):
     ("[:find ?e ?n :in $ ?x :where [?e :person/name ?x] [?e :person/age ?n]]", None, ["wrong number of inputs"]),
     ("[:find ?e :where [?e :person/name]", None, ["malformed EDN"]),
     ("[:find ?e :in $ ?x :where [?e :person/name ?x]]", '["unclosed', ["malformed EDN", "inputs"]),
+    # a second form is refused, not dropped: after a query, after the inputs vector
+    ("[:find ?e :where [?e :person/name _]] [:find ?x]", None,
+     ["malformed EDN in query", "line 1, column 39", "a second form after the first"]),
+    ("[:find ?e :in $ ?x :where [?e :person/name ?x]]", '["alice"] "bob"',
+     ["malformed EDN in inputs", "line 1, column 11", "a second form after the first"]),
     ("[:find ?x :where [?e :person/name ?n]]", None, ["unbound variable", "?x"]),
     ("[:find ?e :where [?e :person/name ?n] [(> ?m 3)]]", None, ["unbound variable", "?m"]),
     ("", None, ["malformed EDN"]),
@@ -759,6 +764,13 @@ def test_errors_name_the_form(db, query, inputs, needles):
     assert "Invalid Input Error: Invalid Input Error" not in msg  # the statement's error kind said once
     # a form at fault that is the whole input is named once
     assert msg.count(needles[-1]) == 1 or not needles[-1].startswith("["), msg
+
+
+def test_a_pull_of_two_forms_is_refused(db):
+    with pytest.raises(duckdb.Error, match=r"malformed EDN in pull pattern: line 1, column 15: a second form"):
+        db.execute("SELECT * FROM mentat_pull('[:person/age] [:person/name]', '[:person/name \"bob\"]')").fetchall()
+    with pytest.raises(duckdb.Error, match=r"malformed EDN in entity: line 1, column 22: a second form"):
+        db.execute("SELECT * FROM mentat_pull('[:person/age]', '[:person/name \"bob\"] 5')").fetchall()
 
 
 def test_a_pull_of_a_lookup_ref_on_an_attribute_that_is_not_unique_is_a_bad_input(db):

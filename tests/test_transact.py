@@ -486,6 +486,13 @@ def test_malformed_and_invalid_forms(db):
     fails(db, '[[:db/add "x" :user/name]]', "wrong number", '[:db/add "x" :user/name]')
     fails(db, '{:db/id "x"}', "vector")
     fails(db, '[42]', "42")
+    # two vectors are two forms, not one transaction of both (edn-format's reader took the first and dropped the
+    # second); a comment or a discarded form after the vector is no form
+    fails(db, '[[:db/add "x" :user/name "A"]] [[:db/add "y" :user/name "B"]]', "malformed EDN", "line 1, column 32",
+          "a second form after the first")
+    big = "[" + " ".join(f'[:db/add "t{i}" :user/name "n{i}"]' for i in range(1000)) + "]"
+    fails(db, big + " [:db/add \"z\" :user/name \"Z\"]", "a second form after the first")  # read on all cores
+    assert transact(db, '[[:db/add "x" :user/name "A"]] ; done\n #_ [[:db/add "y" :user/name "B"]]')["datoms"] == 2
     with pytest.raises(Exception, match="NULL"):
         db.execute("SELECT * FROM mentat_transact(NULL)").fetchall()
 

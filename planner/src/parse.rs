@@ -297,8 +297,7 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
 pub fn parse_edn(text: &str, what: &'static str) -> Result<Value, PlanError> {
     read_edn(text).map_err(|e| PlanError::Edn {
         what,
-        // edn-format counts lines in `col` and characters within a line in `row`.
-        message: format!("line {}, column {}: {}", e.col, e.row, edn_reason(&e.error)),
+        message: format!("line {}, column {}: {}", e.line, e.column, e.reason),
         form: text.chars().take(200).collect(),
     })
 }
@@ -320,13 +319,134 @@ pub fn edn_reason(e: &edn_format::ParserError) -> String {
     }
 }
 
+/// Why EDN text could not be read, and where: 1-based line and column (in characters), the reason in words, and
+/// edn-format's own error (None for a second form after the first, which edn-format does not report).
+#[derive(Debug, PartialEq)]
+pub struct EdnError {
+    pub line: usize,
+    pub column: usize,
+    pub reason: String,
+    pub error: Option<edn_format::ParserError>,
+}
+
+impl EdnError {
+    fn from_parser(e: edn_format::ParserErrorWithContext) -> EdnError {
+        // edn-format counts lines in `col` and characters within a line in `row`
+        EdnError { line: e.col, column: e.row, reason: edn_reason(&e.error), error: Some(e.error) }
+    }
+}
+
+/// Reads one EDN form, as [`read_edn_form`], and refuses text that holds another form after it: edn-format's
+/// `parse_str` reads the first form and drops the rest, so `[[:db/add ...]] [[:db/add ...]]` would have been one
+/// transaction of the first vector with the second silently lost (found by a new user's run, 2026-12-07). Blanks,
+/// commas, `;` comments and `#_` discarded forms may follow the form.
+pub fn read_edn(text: &str) -> Result<Value, EdnError> {
+    let v = read_edn_form(text).map_err(EdnError::from_parser)?;
+    if let Some(at) = second_form(text) {
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        return Err(EdnError {
+            line,
+            column,
+            reason: "a second form after the first: the text is one EDN form (several transaction forms go in one \
+                     vector, several inputs in the inputs vector)"
+                .into(),
+            error: None,
+        });
+    }
+    Ok(v)
+}
+
+/// The byte offset where a second top-level form of `text` starts, if any: past the first form, and past blanks,
+/// commas, `;` comments and `#_` discarded forms around it. The first form's end is found by a walk that skips
+/// strings, comments and character literals (`\]`) as the EDN spec defines them and counts brackets; the walk
+/// only runs on text the reader accepted, so its brackets balance.
+pub fn second_form(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let skip = |mut i: usize| loop {
+        i = skip_blank(b, i);
+        if b.get(i) == Some(&b'#') && b.get(i + 1) == Some(&b'_') {
+            i = form_end(b, skip_blank(b, i + 2));
+        } else {
+            return i;
+        }
+    };
+    let first = skip(0);
+    let after = skip(form_end(b, first));
+    (after < b.len()).then_some(after)
+}
+
+/// The index of the first byte at or after `i` that is not a blank, a comma or in a `;` comment.
+fn skip_blank(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' | b',' => i += 1,
+            b';' => i = comment_end(b, i),
+            _ => break,
+        }
+    }
+    i
+}
+
+/// Whether `c` ends a symbol, keyword, number or character literal (a backslash starts the next character literal:
+/// edn-format reads `\\a\\b` as two).
+fn delimits(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b',' | b'[' | b']' | b'(' | b')' | b'{' | b'}' | b'"' | b';' | b'\\')
+}
+
+/// The index just past the form that starts at `b[i]` (`b.len()` when it runs to the end).
+fn form_end(b: &[u8], i: usize) -> usize {
+    let atom_end = |mut j: usize| {
+        while j < b.len() && !delimits(b[j]) {
+            j += 1;
+        }
+        j
+    };
+    match b.get(i) {
+        None => b.len(),
+        Some(b'"') => (string_end(b, i) + 1).min(b.len()),
+        Some(b'[' | b'(' | b'{') => {
+            let (mut depth, mut j) = (0usize, i);
+            while j < b.len() {
+                match b[j] {
+                    b'"' => j = string_end(b, j),
+                    b';' => j = comment_end(b, j),
+                    b'\\' => j += 1,
+                    b'[' | b'(' | b'{' => depth += 1,
+                    b']' | b')' | b'}' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return j + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            b.len()
+        }
+        Some(b'#') => match b.get(i + 1) {
+            Some(b'{') => form_end(b, i + 1),
+            // `##Inf`, `##NaN`: one token
+            Some(b'#') => atom_end(i + 2),
+            Some(b'_') => form_end(b, skip_blank(b, i + 2)),
+            // a tag (`#inst`, `#uuid`, `#my/tag`), then the form it tags
+            _ => form_end(b, skip_blank(b, atom_end(i + 1))),
+        },
+        // a character literal: the backslash, its character (a delimiter too: `\]`), any letters of its name
+        Some(b'\\') => atom_end((i + 2).min(b.len())),
+        Some(_) => atom_end(i + 1),
+    }
+}
+
 /// Reads EDN text with `edn-format`, after completing partial `#inst` literals ([`complete_insts`]), and with
 /// `#` and `:` read as constituents of symbols and keywords where the EDN spec allows them (any character of a
 /// symbol but its first: `:a#b`, `:ns/x:y`, `a#`), which `edn-format` 3.3 does not (it ends a symbol at `#` and
 /// refuses `:` inside a keyword): such characters are handed to it as two placeholder letters
 /// ([`hide_constituents`]) and put back in the symbols and keywords it returns. Text that fails to read that way
 /// is read as written, so that the error names the text the caller gave.
-pub fn read_edn(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
+fn read_edn_form(text: &str) -> Result<Value, edn_format::ParserErrorWithContext> {
     let text = complete_insts(text);
     match hide_constituents(&text) {
         None => parse_str(&text),
@@ -1261,13 +1381,85 @@ mod tests {
         // character there panicked it (`[\ucd,\u{200b}]`, benchmarks/py/fuzz_ext.py seed 2, in a pull pattern)
         for text in ["[\\ucd,\u{200b}]", "\\uabc\u{e9}", "[:a\n \\u\u{e9}\u{e9}\u{e9}]"] {
             let e = super::read_edn(text).expect_err(text);
-            assert_eq!(e.error, edn_format::ParserError::InvalidCharacterSpecification, "{text}");
+            assert_eq!(e.error, Some(edn_format::ParserError::InvalidCharacterSpecification), "{text}");
         }
         let e = super::read_edn("[:a\n \\u\u{e9}\u{e9}\u{e9}]").unwrap_err();
-        assert_eq!((e.col, e.row), (2, 2)); // line 2, column 2 (edn-format's own order: line in `col`)
-                                            // what it reads without panicking stays as it was: a string's \u escape, a \u literal, the character u
+        assert_eq!((e.line, e.column), (2, 2));
+        // what it reads without panicking stays as it was: a string's \u escape, a \u literal, the character u
         assert!(super::read_edn("[\"\\u00e9\u{e9}\" \\u0041 \\u]").is_ok());
         assert_eq!(super::char_literal_panics("[\"\\uab\u{e9}\u{e9}\" ; \\uab\u{e9}\u{e9}\n]"), None);
+    }
+
+    #[test]
+    fn a_second_form_is_found_past_blanks_comments_and_discards() {
+        // by hand: where the second form starts, if there is one
+        let cases: [(&str, Option<usize>); 17] = [
+            ("[1 2]", None),
+            ("[1] [2]", Some(4)),
+            ("[1] ; c\n", None),
+            ("[1] #_ [2]", None),
+            ("#_ [0] [1]", None),
+            ("[1] #_[2] 3", Some(10)),
+            ("{:a \"]\"} x", Some(9)),
+            ("[\\] 1]", None),
+            ("#inst \"2020\" 1", Some(13)),
+            ("##Inf 1", Some(6)),
+            ("##Inf", None),
+            (":a :b", Some(3)),
+            ("\"s\"  ", None),
+            ("#{1 2} ,, ", None),
+            ("[\"a\\\"]\" 1] [2]", Some(11)),
+            ("  [:find ?x]\n[:find ?y]", Some(13)),
+            ("[\\newline] x", Some(11)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(second_form(text), want, "{text}");
+        }
+        let e = read_edn("[[:db/add 1 :a/b 2]] [[:db/add 3 :a/b 4]]").unwrap_err();
+        assert_eq!((e.line, e.column, e.error), (1, 22, None));
+        assert!(e.reason.contains("a second form after the first"), "{}", e.reason);
+        // random texts of one to three whole forms, with blanks, comments and discarded forms between and around
+        // them: a second form is found when there are two or more, as edn-format's multi-form reader counts them
+        let forms = [
+            "[1 \"]\"]",
+            "{:k \\]}",
+            "(1 ;c]\n 2)",
+            "#{1}",
+            "#inst \"2020-01-01T00:00:00Z\"",
+            "\"x\\\"\"",
+            ":k",
+            "1",
+            "\\a",
+            "[[\\[]]",
+            "\"\"",
+            "sym",
+            "#uuid \"00000000-0000-0000-0000-000000000000\"",
+        ];
+        let seps = [" ", ",", " ;c]\n", "\n", "  ,\t"];
+        let mut seed = 5u64;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let k = 1 + next(3);
+            let mut text = String::new();
+            for f in 0..k {
+                if next(3) == 0 {
+                    text += &format!("#_{}{}", seps[next(seps.len())], forms[next(forms.len())]);
+                    text += seps[next(seps.len())];
+                }
+                text += forms[next(forms.len())];
+                if f + 1 < k || next(2) == 0 {
+                    text += seps[next(seps.len())];
+                }
+            }
+            let read: Vec<Value> = edn_format::Parser::from_str(&text, edn_format::ParserOptions::default())
+                .collect::<Result<_, _>>()
+                .unwrap_or_else(|e| panic!("{text:?}: {e:?}"));
+            assert_eq!(read.len(), k, "{text:?}");
+            assert_eq!(second_form(&text).is_some(), k > 1, "{text:?}");
+        }
     }
 
     #[test]

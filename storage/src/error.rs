@@ -58,12 +58,11 @@ pub type Result<T> = std::result::Result<T, StorageError>;
 
 impl StorageError {
     /// A [`StorageError::Edn`] for `text`, which `edn-format` refused with `e`.
-    pub fn edn(text: &str, e: &edn_format::ParserErrorWithContext) -> StorageError {
+    pub fn edn(text: &str, e: &planner::parse::EdnError) -> StorageError {
         StorageError::Edn {
-            // edn-format counts lines in `col` and characters within a line in `row`.
-            row: e.col,
-            col: e.row,
-            message: planner::parse::edn_reason(&e.error),
+            row: e.line,
+            col: e.column,
+            message: e.reason.clone(),
             form: text.chars().take(200).map(|c| if c.is_control() { ' ' } else { c }).collect(),
         }
     }
