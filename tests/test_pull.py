@@ -235,6 +235,14 @@ def test_missing_entity_and_entity_forms(db):
             pull(con, bad, ids["ann"])
     with pytest.raises(duckdb.Error, match="unknown ident"):
         pull(con, "[:user/name]", ":no/such")
+    # what cannot name an entity is refused in mentat_q's words (Datomic: :db.error/not-an-entity)
+    for bad, msg in [('"cat@x"', r'type mismatch in `"cat@x"`: a string cannot name an entity: an entity is an entid'),
+                     ("1.5", "a double cannot name an entity"),
+                     ("[:user/email]", "a vector that is not a lookup ref cannot name an entity"),
+                     ("[:user/email 7]", r"a lookup ref's value must be of its attribute's type: :user/email takes a "
+                                         r"string, 7 is a long")]:
+        with pytest.raises(duckdb.Error, match=msg):
+            pull(con, "[:user/name]", bad)
     with pytest.raises(duckdb.Error, match="history"):
         pull(con, "[:user/name]", ids["ann"], history=True)
 

@@ -374,9 +374,18 @@ impl fmt::Display for EntityPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let slot = |s: &Slot| match s {
             Slot::Var(i) => self.vars[*i].0 .0.clone(),
-            Slot::Const(k) => format!("{k:?}"),
+            Slot::Const(k) => shown(k),
             Slot::Blank => "_".into(),
         };
+        // a constant as the query wrote it: a number, a keyword (its text starts with `:`), else a string
+        fn shown(k: &Key) -> String {
+            match k {
+                Key::Int(i) => i.to_string(),
+                Key::Float(x) => format!("{x:?}"),
+                Key::Text(t) if t.starts_with(':') && !t.contains(char::is_whitespace) => t.clone(),
+                Key::Text(t) => crate::error::show(&Value::String(t.clone())),
+            }
+        }
         write!(f, "entity index: {} seed row(s)", self.seeds.len())?;
         if let Some(t) = self.as_of {
             write!(f, ", as of tx {t}")?;
@@ -390,7 +399,7 @@ impl fmt::Display for EntityPlan {
                 Access::Avet => "AVET",
                 Access::Since => "SINCE",
             };
-            let default = s.default.as_ref().map(|d| format!(" else {d:?}")).unwrap_or_default();
+            let default = s.default.as_ref().map(|d| format!(" else {}", shown(d))).unwrap_or_default();
             format!("{how} [{} {} {}]{default}", slot(&s.e), s.ident, slot(&s.v))
         };
         for s in &self.steps {

@@ -524,11 +524,35 @@ pub fn entity_sql(
                 })?;
                 expr_sql(e, Dialect::DuckDb)?
             } else {
-                typed_literal(&items[1], attr, &v, schema, Dialect::DuckDb)?
+                typed_literal(&items[1], attr, &v, schema, Dialect::DuckDb).map_err(|e| match e {
+                    // worded as mentat_q words a lookup-ref input of the wrong type
+                    PlanError::TypeMismatch { form, .. } => match crate::types::scalar_constant(&items[1]) {
+                        Ok(c) => PlanError::TypeMismatch {
+                            form,
+                            message: crate::algebrize::lookup_value_mismatch(
+                                &attr.ident,
+                                &crate::types::attr_ty(attr),
+                                &show(&items[1]),
+                                &c.natural_type(),
+                            ),
+                        },
+                        Err(_) => {
+                            PlanError::TypeMismatch { form, message: format!("{} is not a value", show(&items[1])) }
+                        }
+                    },
+                    other => other,
+                })?
             };
             Ok(format!("(SELECT any_value(d.e) FROM {} AS d WHERE d.v = {value})", source_sql(&ctx, attr.entid)?))
         }
-        _ => Err(PlanError::syntax(&v, "an entity is an entid, an ident keyword or a lookup ref [:attr value]")),
+        other => {
+            let what = match (other, crate::types::scalar_constant(other)) {
+                (Value::Vector(_), _) => "a vector that is not a lookup ref".to_string(),
+                (_, Ok(c)) => c.natural_type().a_name(),
+                _ => "this form".to_string(),
+            };
+            Err(PlanError::type_mismatch(&v, format!("{what} cannot name an entity: {}", crate::algebrize::ENTITY)))
+        }
     }
 }
 

@@ -912,6 +912,19 @@ pub(crate) fn coerce(ctx: &Ctx, c: &Constant, ty: &Ty) -> Option<Expr> {
     }
 }
 
+/// What names an entity, for messages that refuse something else.
+pub(crate) const ENTITY: &str =
+    "an entity is an entid (a long), an ident (a keyword) or a lookup ref [:unique/attr value]";
+
+/// The message for a lookup ref `[attr value]` whose value cannot be of the attribute's type (`want`).
+pub(crate) fn lookup_value_mismatch(ident: &str, want: &Ty, value: &str, got: &Ty) -> String {
+    format!(
+        "a lookup ref's value must be of its attribute's type: {ident} takes {}, {value} is {}",
+        want.a_name(),
+        got.a_name()
+    )
+}
+
 /// An error when constant `c`, bound to `var` (None: a constant written in a pattern), is a mistake in a position of
 /// type `ty` rather than a value that matches nothing. Datomic resolves an entity position's constant to an entid
 /// and raises where it cannot (`:db.error/not-an-entity`), so for an entity (`ty` a ref):
@@ -939,7 +952,6 @@ pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Res
     }
     let written = |c: &Constant| shown(ctx, c);
     let mismatch = |message: String| PlanError::TypeMismatch { form: written(c), message: message + &given };
-    const ENTITY: &str = "an entity is an entid (a long), an ident (a keyword) or a lookup ref [:unique/attr value]";
     match (ty, c) {
         (Ty::Value(ValueType::Ref), Constant::Long(_) | Constant::Keyword(_)) => Ok(()),
         (Ty::Value(ValueType::Ref), Constant::LookupRef { attr, value }) => {
@@ -947,13 +959,7 @@ pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Res
             let want = crate::types::attr_ty(a);
             match coerce(ctx, value, &want) {
                 Some(_) => Ok(()),
-                None => Err(mismatch(format!(
-                    "a lookup ref's value must be of its attribute's type: {} takes {}, {} is {}",
-                    a.ident,
-                    want.a_name(),
-                    written(value),
-                    value.natural_type().a_name()
-                ))),
+                None => Err(mismatch(lookup_value_mismatch(&a.ident, &want, &written(value), &value.natural_type()))),
             }
         }
         (Ty::Value(ValueType::Ref), Constant::Tuple(items)) => match items.as_slice() {
