@@ -395,49 +395,71 @@ fn delimits(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b',' | b'[' | b']' | b'(' | b')' | b'{' | b'}' | b'"' | b';' | b'\\')
 }
 
-/// The index just past the form that starts at `b[i]` (`b.len()` when it runs to the end).
-fn form_end(b: &[u8], i: usize) -> usize {
+/// The index just past the form that starts at `b[i]` (`b.len()` when it runs to the end). A `#_` there is not a
+/// form: the form after the one it discards is; a tag (`#inst`) stands before the form it tags. Tags and discards
+/// are followed in a loop, not by recursion, so a long chain of them needs no stack.
+fn form_end(b: &[u8], mut i: usize) -> usize {
     let atom_end = |mut j: usize| {
         while j < b.len() && !delimits(b[j]) {
             j += 1;
         }
         j
     };
-    match b.get(i) {
-        None => b.len(),
-        Some(b'"') => (string_end(b, i) + 1).min(b.len()),
-        Some(b'[' | b'(' | b'{') => {
-            let (mut depth, mut j) = (0usize, i);
-            while j < b.len() {
-                match b[j] {
-                    b'"' => j = string_end(b, j),
-                    b';' => j = comment_end(b, j),
-                    b'\\' => j += 1,
-                    b'[' | b'(' | b'{' => depth += 1,
-                    b']' | b')' | b'}' => {
-                        depth = depth.saturating_sub(1);
-                        if depth == 0 {
-                            return j + 1;
-                        }
-                    }
-                    _ => {}
+    // forms still to pass: each `#_` adds the one it discards
+    let mut left = 1usize;
+    loop {
+        let end = match b.get(i) {
+            None => return b.len(),
+            Some(b'"') => (string_end(b, i) + 1).min(b.len()),
+            Some(b'[' | b'(' | b'{') => bracket_end(b, i),
+            Some(b'#') => match b.get(i + 1) {
+                Some(b'{') => bracket_end(b, i + 1),
+                // `##Inf`, `##NaN`: one token
+                Some(b'#') => atom_end(i + 2),
+                Some(b'_') => {
+                    left += 1;
+                    i = skip_blank(b, i + 2);
+                    continue;
                 }
-                j += 1;
-            }
-            b.len()
+                // a tag (`#inst`, `#uuid`, `#my/tag`): the form it tags follows
+                _ => {
+                    i = skip_blank(b, atom_end(i + 1));
+                    continue;
+                }
+            },
+            // a character literal: the backslash, its character (a delimiter too: `\]`), any letters of its name
+            Some(b'\\') => atom_end((i + 2).min(b.len())),
+            Some(_) => atom_end(i + 1),
+        };
+        left -= 1;
+        if left == 0 {
+            return end;
         }
-        Some(b'#') => match b.get(i + 1) {
-            Some(b'{') => form_end(b, i + 1),
-            // `##Inf`, `##NaN`: one token
-            Some(b'#') => atom_end(i + 2),
-            Some(b'_') => form_end(b, skip_blank(b, i + 2)),
-            // a tag (`#inst`, `#uuid`, `#my/tag`), then the form it tags
-            _ => form_end(b, skip_blank(b, atom_end(i + 1))),
-        },
-        // a character literal: the backslash, its character (a delimiter too: `\]`), any letters of its name
-        Some(b'\\') => atom_end((i + 2).min(b.len())),
-        Some(_) => atom_end(i + 1),
+        i = skip_blank(b, end);
     }
+}
+
+/// The index just past the bracket that closes the one at `b[i]` (`b.len()` when none does), skipping strings,
+/// `;` comments and character literals.
+fn bracket_end(b: &[u8], i: usize) -> usize {
+    let (mut depth, mut j) = (0usize, i);
+    while j < b.len() {
+        match b[j] {
+            b'"' => j = string_end(b, j),
+            b';' => j = comment_end(b, j),
+            b'\\' => j += 1,
+            b'[' | b'(' | b'{' => depth += 1,
+            b']' | b')' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return j + 1;
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
 }
 
 /// Reads EDN text with `edn-format`, after completing partial `#inst` literals ([`complete_insts`]), and with
@@ -558,16 +580,7 @@ pub fn comment_end(b: &[u8], at: usize) -> usize {
 /// (`\]`, `\"`) and `;` comments are skipped as the EDN spec defines them.
 pub fn split_forms(text: &str, parts: usize) -> Option<Vec<&str>> {
     let b = text.as_bytes();
-    let skip_blank = |mut i: usize| {
-        while i < b.len() {
-            match b[i] {
-                b' ' | b'\t' | b'\n' | b'\r' | b',' => i += 1,
-                b';' => i = comment_end(b, i),
-                _ => break,
-            }
-        }
-        i
-    };
+    let skip_blank = |i: usize| skip_blank(b, i);
     let open = skip_blank(0);
     if !matches!(b.get(open), Some(b'[' | b'(')) {
         return None;
@@ -1393,7 +1406,7 @@ mod tests {
     #[test]
     fn a_second_form_is_found_past_blanks_comments_and_discards() {
         // by hand: where the second form starts, if there is one
-        let cases: [(&str, Option<usize>); 17] = [
+        let cases: [(&str, Option<usize>); 21] = [
             ("[1 2]", None),
             ("[1] [2]", Some(4)),
             ("[1] ; c\n", None),
@@ -1411,6 +1424,11 @@ mod tests {
             ("[\"a\\\"]\" 1] [2]", Some(11)),
             ("  [:find ?x]\n[:find ?y]", Some(13)),
             ("[\\newline] x", Some(11)),
+            // `#_ #_ a b` discards a and b; a tag before a discard tags the form after it
+            ("#_ #_ 1 2 3", None),
+            ("#_ #_ 1 2 3 4", Some(12)),
+            ("[0] #_ #_ 1 2", None),
+            ("#inst #_ 1 \"2020-01-01\" 5", Some(24)),
         ];
         for (text, want) in cases {
             assert_eq!(second_form(text), want, "{text}");

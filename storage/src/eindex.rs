@@ -2111,23 +2111,8 @@ mod tests {
     #[test]
     fn a_value_held_by_many_entities_is_counted_without_reading_them() {
         // value 1 held by entities 0..5, value 2 by 5..8, value 3 by 8 alone: "more than n" by hand
-        let a = idx(
-            &(0..9)
-                .map(|e| {
-                    (
-                        e,
-                        if e < 5 {
-                            1
-                        } else if e < 8 {
-                            2
-                        } else {
-                            3
-                        },
-                    )
-                })
-                .collect::<Vec<_>>(),
-            true,
-        );
+        let value_of = [1, 1, 1, 1, 1, 2, 2, 2, 3];
+        let a = idx(&(0..9).map(|e| (e, value_of[e as usize])).collect::<Vec<_>>(), true);
         for (v, held) in [(1, 5), (2, 3), (3, 1), (4, 0), (0, 0)] {
             for limit in 0..7 {
                 assert_eq!(a.base_holds_more_than(&IKey::Int(v), limit), held > limit, "value {v}, limit {limit}");

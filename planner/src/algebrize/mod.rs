@@ -939,18 +939,14 @@ pub(crate) fn lookup_value_mismatch(ident: &str, want: &Ty, value: &str, got: &T
 /// nothing; so does a lookup ref on an attribute another source lacks.
 pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Result<(), PlanError> {
     let given = var.map_or(String::new(), |v| format!(", given for {v}"));
-    // as written: a lookup ref's attribute by its ident, a double with its point
-    fn shown(ctx: &Ctx, c: &Constant) -> String {
-        match c {
-            Constant::LookupRef { attr, value } => {
-                let ident = ctx.schema.attribute(*attr).map_or(attr.to_string(), |a| a.ident.clone());
-                format!("[{ident} {}]", shown(ctx, value))
-            }
-            Constant::Double(d) => format!("{d:?}"),
-            other => show_constant(other),
+    // as written: a lookup ref's attribute by its ident (a constant holds its entid)
+    let written = |c: &Constant| match c {
+        Constant::LookupRef { attr, value } => {
+            let ident = ctx.schema.attribute(*attr).map_or(attr.to_string(), |a| a.ident.clone());
+            format!("[{ident} {}]", show_constant(value))
         }
-    }
-    let written = |c: &Constant| shown(ctx, c);
+        other => show_constant(other),
+    };
     let mismatch = |message: String| PlanError::TypeMismatch { form: written(c), message: message + &given };
     match (ty, c) {
         (Ty::Value(ValueType::Ref), Constant::Long(_) | Constant::Keyword(_)) => Ok(()),
@@ -978,9 +974,12 @@ pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Res
     }
 }
 
-/// A constant as EDN text, for messages.
+/// A constant as EDN text, for messages; a double keeps its point (edn-format prints 1.0 as `1`, a long).
 pub(crate) fn show_constant(c: &Constant) -> String {
-    show(&constant_value(c))
+    match c {
+        Constant::Double(d) => format!("{d:?}"),
+        other => show(&constant_value(other)),
+    }
 }
 
 /// A constant back as an EDN value.
