@@ -288,7 +288,9 @@ def test_writers_past_the_connections_wait_in_one_group(tmp_path):
         con.execute(f"LOAD '{sys.argv[2]}'")
         con.execute("SELECT * FROM mentat_transact('[{:db/ident :g/n :db/valueType :db.type/long "
                     ":db/cardinality :db.cardinality/one}]')").fetchall()
-        big = "[" + " ".join(f"{{:g/n {i}}}" for i in range(150000)) + "]"
+        # large enough that 64 threads queue while it is written, on a loaded 2-core machine too (150,000 entities
+        # left a window that a concurrent compile closed: the small ones then came in groups of at most 32)
+        big = "[" + " ".join(f"{{:g/n {i}}}" for i in range(400000)) + "]"
         acked = []
         def send(edn):
             acked.append(con.cursor().execute("SELECT tx FROM mentat_transact(?)", [edn]).fetchall()[0][0])
@@ -306,7 +308,7 @@ def test_writers_past_the_connections_wait_in_one_group(tmp_path):
     p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "g.duckdb"), str(EXT)], capture_output=True,
                        timeout=300, env=dict(os.environ, MENTAT_TRACE="1"))
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split() == [b"65", b"65", b"150064"]
+    assert p.stdout.split() == [b"65", b"65", b"400064"]
     groups = [int(m) for m in re.findall(rb"group of (\d+)", p.stderr)]
     assert max(groups) > 32, f"group sizes {groups}"
 
