@@ -744,7 +744,10 @@ def test_unbound_attribute(db):
      [":item/name takes a string, 7 is a long", "[:item/name 7]"]),
     ("[:find (pull ?e [*]) :in $ ?e]", "[[:item/name 7]]", [":item/name takes a string, 7 is a long", "given for ?e"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", "[[:person/age 30]]",
-     ["bad input", "input 1 of the inputs vector: a lookup ref", ":person/age is not unique", ":db/unique"]),
+     ["bad input", "input 1 of the inputs vector: a lookup ref", ":person/age is not unique", ":db/unique",
+      "given for ?e"]),
+    ("[:find ?a :in $ [[?e ?x]] :where [?e :person/age ?a]]", "[[[1 nil]]]",
+     ["bad input", "input 1 of the inputs vector", "nil is not a value", "given for ?x"]),
     ("[:find ?a :in $ ?e :where [?e :person/age ?a]]", '[:person/name "alice"]',
      ["wrong number of inputs", "needs 1, got 2", "wrapped in it too"]),
     # the rule set and an entity swapped: the message says which input is the rule set

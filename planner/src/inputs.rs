@@ -142,32 +142,52 @@ pub(crate) fn in_input(e: PlanError, i: usize, input: &Value, what: &str) -> Pla
 
 /// Reads one input `v` for its binding `b` into `out`.
 fn read_binding(ctx: &Ctx, b: &Binding, v: &Value, out: &mut Inputs) -> Result<(), PlanError> {
+    // a value read for `var`: its error names the variable as `misfit` does (", given for ?e")
+    let read = |var: Option<&Var>, item: &Value| read_constant(ctx, item, v).map_err(|e| given_for(e, var));
     match b {
-        Binding::Scalar(var) => out.scalars.push((var.clone(), read_constant(ctx, v, v)?)),
+        Binding::Scalar(var) => out.scalars.push((var.clone(), read(Some(var), v)?)),
         Binding::Tuple(vars) => {
             let items = elements(v, vars.len())?;
             for (var, item) in vars.iter().zip(items) {
                 if let Some(var) = var {
-                    out.scalars.push((var.clone(), read_constant(ctx, item, v)?));
+                    out.scalars.push((var.clone(), read(Some(var), item)?));
                 }
             }
         }
         Binding::Collection(var) => {
             let items = collection(v)?;
-            out.collections
-                .push((var.clone(), items.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?));
+            out.collections.push((var.clone(), items.iter().map(|i| read(Some(var), i)).collect::<Result<_, _>>()?));
         }
         Binding::Relation(vars) => {
             let mut rows = Vec::new();
             for row in collection(v)? {
                 rows.push(
-                    elements(row, vars.len())?.iter().map(|i| read_constant(ctx, i, v)).collect::<Result<_, _>>()?,
+                    elements(row, vars.len())?
+                        .iter()
+                        .zip(vars)
+                        .map(|(i, var)| read(var.as_ref(), i))
+                        .collect::<Result<_, _>>()?,
                 );
             }
             out.relations.push(RelationInput { vars: vars.clone(), rows });
         }
     }
     Ok(())
+}
+
+/// Error `e` of a value read for `var` (None: a `_` column of a relation), naming the variable: a syntax error's message and an unknown attribute's
+/// context end in ", given for ?var".
+fn given_for(e: PlanError, var: Option<&Var>) -> PlanError {
+    let Some(var) = var else { return e };
+    match e {
+        PlanError::Syntax { form, message } => {
+            PlanError::Syntax { form, message: format!("{message}, given for {var}") }
+        }
+        PlanError::UnknownAttribute { ident, form, context } if context.is_empty() => {
+            PlanError::UnknownAttribute { ident, form, context: format!(", given for {var}") }
+        }
+        other => other,
+    }
 }
 
 /// A relation source: the collection of tuples given for source variable `var`, each tuple a vector or list of

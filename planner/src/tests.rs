@@ -303,6 +303,11 @@ fn error_bad_inputs() {
     let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some("[[:user/name \"x\"]]"));
     assert!(matches!(e, PlanError::BadInput { .. }), "{e}");
     assert!(e.to_string().contains("input 1 of the inputs vector") && e.to_string().contains("not unique"), "{e}");
+    assert!(e.to_string().contains("given for ?u"), "{e}");
+    // nil in a collection: the variable it was given for is named too
+    let e = err("[:find ?e :in $ [?u ...] :where [?e :issue/assignee ?u]]", Some("[[1 nil]]"));
+    assert!(matches!(e, PlanError::BadInput { .. }) && e.to_string().contains("nil"), "{e}");
+    assert!(e.to_string().contains("given for ?u"), "{e}");
     // an unknown attribute in a lookup ref's shape given for an entity
     let e = err("[:find ?e :in $ ?u :where [?e :issue/assignee ?u]]", Some("[[:user/zzz \"x\"]]"));
     assert!(matches!(&e, PlanError::UnknownAttribute { ident, .. } if ident == ":user/zzz"), "{e}");

@@ -267,11 +267,14 @@ impl Scope {
                 // subquery per lookup ref ran each subquery per row: 368 ms for 100 of them at scale m)
                 let mut lookups: Vec<(crate::schema::Entid, Vec<Expr>)> = Vec::new();
                 let mut seen = std::collections::HashSet::new();
+                // `misfit` only where a value does not coerce: it raises for no value that coerces
                 for c in list.iter() {
-                    misfit(ctx, c, &bound.ty, Some(var))?;
                     if let (Ty::Value(ValueType::Ref), Constant::LookupRef { attr, value }) = (&bound.ty, c) {
                         let a = ctx.default_attribute_here(*attr);
-                        let Some(v) = a.and_then(|a| coerce(ctx, value, &crate::types::attr_ty(a))) else { continue };
+                        let Some(v) = a.and_then(|a| coerce(ctx, value, &crate::types::attr_ty(a))) else {
+                            misfit(ctx, c, &bound.ty, Some(var))?;
+                            continue;
+                        };
                         if seen.insert(format!("{attr} {v:?}")) {
                             match lookups.iter_mut().find(|(x, _)| x == attr) {
                                 Some((_, vs)) => vs.push(v),
@@ -282,6 +285,8 @@ impl Scope {
                         if seen.insert(format!("{lit:?}")) {
                             lits.push(lit);
                         }
+                    } else {
+                        misfit(ctx, c, &bound.ty, Some(var))?;
                     }
                 }
                 let one_of = |x: Expr, mut vs: Vec<Expr>| match vs.len() {
@@ -938,7 +943,8 @@ pub(crate) fn lookup_value_mismatch(ident: &str, want: &Ty, value: &str, got: &T
 /// string or a long). A keyword that is no ident, or a long where a string attribute's value is, still matches
 /// nothing; so does a lookup ref on an attribute another source lacks.
 pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Result<(), PlanError> {
-    let given = var.map_or(String::new(), |v| format!(", given for {v}"));
+    // formatted only for an error: this runs once per value of a collection input
+    let given = || var.map_or(String::new(), |v| format!(", given for {v}"));
     // as written: a lookup ref's attribute by its ident (a constant holds its entid)
     let written = |c: &Constant| match c {
         Constant::LookupRef { attr, value } => {
@@ -947,7 +953,7 @@ pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Res
         }
         other => show_constant(other),
     };
-    let mismatch = |message: String| PlanError::TypeMismatch { form: written(c), message: message + &given };
+    let mismatch = |message: String| PlanError::TypeMismatch { form: written(c), message: message + &given() };
     match (ty, c) {
         (Ty::Value(ValueType::Ref), Constant::Long(_) | Constant::Keyword(_)) => Ok(()),
         (Ty::Value(ValueType::Ref), Constant::LookupRef { attr, value }) => {
@@ -960,7 +966,7 @@ pub(crate) fn misfit(ctx: &Ctx, c: &Constant, ty: &Ty, var: Option<&Var>) -> Res
         }
         (Ty::Value(ValueType::Ref), Constant::Tuple(items)) => match items.as_slice() {
             [Constant::Keyword(k), _] if ctx.schema.attribute_by_ident(k).is_none() => {
-                Err(PlanError::UnknownAttribute { ident: k.clone(), form: show_constant(c), context: given })
+                Err(PlanError::UnknownAttribute { ident: k.clone(), form: show_constant(c), context: given() })
             }
             _ => Err(mismatch(format!("a vector that is not a lookup ref cannot name an entity: {ENTITY}"))),
         },
