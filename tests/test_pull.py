@@ -243,6 +243,9 @@ def test_missing_entity_and_entity_forms(db):
                                          r"string, 7 is a long")]:
         with pytest.raises(duckdb.Error, match=msg):
             pull(con, "[:user/name]", bad)
+    # an entity written with a character no symbol may hold is malformed, not read up to it (`ann@x` was `ann`)
+    with pytest.raises(duckdb.Error, match=r"malformed EDN in entity: line 1, column 4: unexpected character '@'"):
+        pull(con, "[:user/name]", "ann@x")
     with pytest.raises(duckdb.Error, match="history"):
         pull(con, "[:user/name]", ids["ann"], history=True)
 

@@ -355,6 +355,22 @@ pub fn read_edn(text: &str) -> Result<Value, EdnError> {
             error: None,
         });
     }
+    // A symbol, keyword or number alone: edn-format ends it at a character none of them may hold and drops the
+    // rest (`ann@x` reads as `ann`), where inside a vector the same character is an error that names it. Read
+    // such text alone with the multi-form reader, and where that does not give one form, read it in a vector for
+    // the error (its place moved back over the added bracket). Only a lone atom is read twice: it is short.
+    let first = skip_blank(text.as_bytes(), 0);
+    let atom = !matches!(text.as_bytes().get(first), None | Some(b'[' | b'(' | b'{' | b'"' | b'#'));
+    if atom && read_edn_seq(text).is_none_or(|forms| forms.len() != 1) {
+        let mut e = match read_edn_form(&format!("[{text}]")) {
+            Err(e) => EdnError::from_parser(e),
+            Ok(_) => EdnError { line: 1, column: 1, reason: "the text is not one EDN form".into(), error: None },
+        };
+        if e.line == 1 {
+            e.column = e.column.saturating_sub(1).max(1);
+        }
+        return Err(e);
+    }
     Ok(v)
 }
 

@@ -722,3 +722,25 @@ fn entity_plans_inline_non_recursive_rules() {
     let q = "[:find ?b :in $ % ?i :where (above ?i ?b)]";
     assert!(entity_plan_of(q, Some(&format!("[{rec} 65536]")), &opts).is_none());
 }
+
+/// A lone symbol, keyword or number holding a character none may hold is refused at that character, as it is in a
+/// vector, not read up to it with the rest dropped (edn-format alone read `ann@x` as `ann`).
+#[test]
+fn lone_atom_with_a_stray_character() {
+    for (text, column, ch) in
+        [("ann@x", 4, '@'), (":a/b@c", 5, '@'), ("ann~x", 4, '~'), ("12@", 3, '@'), ("a|b", 2, '|')]
+    {
+        let e = crate::parse::read_edn(text).expect_err(text);
+        assert_eq!((e.line, e.column), (1, column), "{text}: {e:?}");
+        assert!(e.reason.contains(&format!("'{ch}'")), "{text}: {e:?}");
+        // the same place as in a vector, one bracket to the right
+        let v = crate::parse::read_edn(&format!("[{text}]")).expect_err(text);
+        assert_eq!(v.column, column + 1, "{text}: {v:?}");
+    }
+    // what reads as one form alone still does
+    for (text, want) in
+        [("ann", "ann"), (" :a/b ", ":a/b"), ("12", "12"), ("a#b", "a#b"), ("-1.5", "-1.5"), ("\\a", "\\a")]
+    {
+        assert_eq!(crate::error::show(&crate::parse::read_edn(text).expect(text)), want, "{text}");
+    }
+}
