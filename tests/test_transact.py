@@ -608,6 +608,40 @@ def test_tempid_used_only_as_a_value_is_refused(db):
     assert cur(db, ":user/friend") == [(r["tempids"]["a"], r["tempids"]["b"])]
 
 
+def test_an_entid_the_store_has_not_allocated_is_refused(db):
+    """Mozilla Mentat's UnallocatedEntid: an entid in an entity position or as a ref value must be one a partition
+    has allocated (here: the user partition holds U0 only after one tempid), not a number made up; a negative number
+    is DataScript's tempid and gets the hint to write a string tempid."""
+    u = transact(db, '[{:db/id "u" :user/email "u@x"}]')["tempids"]["u"]
+    assert u == U0
+    fails(db, '[[:db/add -1 :user/name "N"]]', "entid -1 names no entity", "has not allocated", 'such as "-1"',
+          "DataScript's tempid")
+    fails(db, '[{:db/id -7 :user/name "N"}]', "entid -7 names no entity", '{:db/id -7 :user/name "N"}')
+    fails(db, f'[[:db/add {U0 + 1} :user/name "N"]]', f"entid {U0 + 1} names no entity")  # the next, not yet given
+    fails(db, f'[[:db/add {u} :user/friend 999999]]', "entid 999999 names no entity", ":user/friend 999999")
+    fails(db, '[[:db/retract 4242424 :user/name "N"]]', "entid 4242424 names no entity")
+    fails(db, f'[[:db/add {T0 + 99} :user/name "N"]]', f"entid {T0 + 99} names no entity")
+    # allocated ones are entities: the user entity, an attribute of the schema, the transaction just run
+    transact(db, f'[[:db/add {u} :user/name "U"]]')
+    assert cur(db, ":user/name") == [(u, "U")]
+
+
+def test_a_tempid_that_makes_a_new_entity_is_not_retracted(db):
+    """A tempid that upserts to no entity makes a new one, which holds nothing to retract: DataScript refuses every
+    tempid outside :db/add ("Tempids are allowed in :db/add only"); mentat refuses it in a retraction, a
+    retractEntity, a retractAttribute or a cas unless it upserts to an existing entity, where the retraction means
+    something."""
+    u = transact(db, '[{:db/id "u" :user/email "u@x" :user/name "U"}]')["tempids"]["u"]
+    for form in ['[:db/retract "t" :user/name "U"]', '[:db/retractEntity "nope"]',
+                 '[:db.fn/retractAttribute "t" :user/name]', '[:db/cas "t" :user/name nil "x"]']:
+        fails(db, f"[{form}]", "names a new entity, which has nothing to retract", f"form {form}:")
+    fails(db, '[[:db/add "a" :user/friend "b"] [:db/retractEntity "b"]]', 'tempid "b" names a new entity',
+          'form [:db/retractEntity "b"]:')
+    # upserted through :user/email, "t" is the existing entity: its name is retracted
+    r = transact(db, '[{:db/id "t" :user/email "u@x"} [:db/retract "t" :user/name "U"]]')
+    assert r["tempids"] == {"t": u} and cur(db, ":user/name") == []
+
+
 def test_components_must_be_refs(db):
     """Datomic's :db.error/components-must-be-refs, on installing and on altering an attribute."""
     fails(db, "[{:db/ident :x/part :db/valueType :db.type/long :db/cardinality :db.cardinality/one "

@@ -185,6 +185,7 @@ impl<'a> Tx<'a> {
 
     fn run(&mut self, terms: Vec<Term>, trace: &mut Trace) -> Result<TxReport> {
         let terms_name_tx = terms.iter().flat_map(Term::entity_places).any(|p| *p == EntityPlace::Tx);
+        self.check_allocated(&terms)?;
         self.resolve_lookup_refs(&terms)?;
         trace.mark("lookup-refs");
         self.upsert(&terms)?;
@@ -371,6 +372,38 @@ impl<'a> Tx<'a> {
     /// Tempids that assert `:db/ident` are allocated in `:db.part/db`, the others in `:db.part/user`.
     /// A tempid that appears only in value positions names no entity: Datomic's
     /// `:db.error/tempid-not-an-entity`, an error naming the form.
+    /// Refuses an entid, in an entity position or as a ref value, that no partition has allocated: one below
+    /// `:db.part/db`'s start or between two partitions, or at or past a partition's next entid (Mozilla Mentat's
+    /// `UnallocatedEntid` / `UnrecognizedEntid`; Datomic does not make entities up from numbers either). A new
+    /// entity is named by a tempid; DataScript's habit of negative numbers as tempids gets a hint.
+    fn check_allocated(&self, terms: &[Term]) -> Result<()> {
+        let p = &self.parts;
+        let allocated = |e: Entid| {
+            (layout::PART_DB_START..p.next_db).contains(&e)
+                || (layout::PART_USER_START..p.next_user).contains(&e)
+                || (layout::PART_TX_START..p.next_tx).contains(&e)
+        };
+        for t in terms {
+            for place in t.entity_places() {
+                if let EntityPlace::Entid(e) = place {
+                    if !allocated(*e) {
+                        let hint = if *e < 0 {
+                            "; a new entity is named by a tempid, a string such as \"-1\" (a negative number is \
+                             DataScript's tempid, not Datomic's or Mentat's)"
+                        } else {
+                            "; a new entity is named by a tempid, a string such as \"new\""
+                        };
+                        return Err(StorageError::BadForm {
+                            form: t.form().to_string(),
+                            reason: format!("entid {e} names no entity: the store has not allocated it{hint}"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn allocate(&mut self, terms: &[Term]) -> Result<()> {
         let mut order: Vec<TempId> = Vec::new();
         let mut seen: HashSet<TempId> = HashSet::with_capacity(terms.len());
@@ -465,6 +498,27 @@ impl<'a> Tx<'a> {
             self.new_entities.insert(e);
             self.tempids.insert(root.clone(), e);
             self.tempids.insert(t, e);
+        }
+        // A tempid that named no existing entity (no upsert) made a new one, which holds nothing to retract or
+        // compare: a retraction or `:db/cas` of it would be a no-op that reports a new entid (DataScript refuses
+        // every tempid outside :db/add; one that upserts names an existing entity here, and stays allowed).
+        for t in terms {
+            let (Term::Retract { e: EntityPlace::TempId(tid), .. }
+            | Term::RetractAttribute { e: EntityPlace::TempId(tid), .. }
+            | Term::RetractEntity { e: EntityPlace::TempId(tid), .. }
+            | Term::Cas { e: EntityPlace::TempId(tid), .. }) = t
+            else {
+                continue;
+            };
+            if self.tempids.get(tid).is_some_and(|e| self.new_entities.contains(e)) {
+                return Err(StorageError::BadForm {
+                    form: t.form().to_string(),
+                    reason: format!(
+                        "tempid {tid} names a new entity, which has nothing to retract or compare: a tempid \
+                         stands in :db/add and map forms, or in a retraction when it upserts to an existing entity"
+                    ),
+                });
+            }
         }
         Ok(())
     }
