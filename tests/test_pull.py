@@ -244,7 +244,8 @@ def test_missing_entity_and_entity_forms(db):
         with pytest.raises(duckdb.Error, match=msg):
             pull(con, "[:user/name]", bad)
     # an entity written with a character no symbol may hold is malformed, not read up to it (`ann@x` was `ann`)
-    with pytest.raises(duckdb.Error, match=r"malformed EDN in entity: line 1, column 4: unexpected character '@'"):
+    with pytest.raises(duckdb.Error, match=r"malformed EDN in entity: line 1, column 4: unexpected character '@' "
+                                           r"\(an entity is an entid \(a long\), an ident"):
         pull(con, "[:user/name]", "ann@x")
     with pytest.raises(duckdb.Error, match="history"):
         pull(con, "[:user/name]", ids["ann"], history=True)
@@ -260,6 +261,11 @@ def test_pull_many(db):
                       "['[:user/email \"bob@x\"]', ':user/email'])").fetchall()
     assert got[0] == (ids["bob"], {"user/name": "Bob"}) and got[1][1] is None
     assert con.execute("SELECT count(*) FROM mentat_pull_many('[:user/name]', []::BIGINT[])").fetchall() == [(0,)]
+    # an element that names no entity is named by its place in the list
+    with pytest.raises(duckdb.Error, match=r"element 2 of the entities list: malformed EDN in entity"):
+        con.execute("SELECT * FROM mentat_pull_many('[:user/name]', ['[:user/email \"bob@x\"]', 'cy@x'])").fetchall()
+    with pytest.raises(duckdb.Error, match=r"element 3 of the entities list: type mismatch"):
+        con.execute("SELECT * FROM mentat_pull_many('[:user/name]', [':user/email', '1', '\"x\"'])").fetchall()
     # joins like any table function
     got = con.execute("SELECT p.pull.\"user/name\" FROM mentat_pull_many('[:user/name]', ?) p ORDER BY 1",
                       [[ids["ann"], ids["bob"]]]).fetchall()

@@ -701,6 +701,10 @@ def test_unbound_attribute(db):
     ("[:find ?e ?n :in $ ?x :where [?e :person/name ?x] [?e :person/age ?n]]", None, ["wrong number of inputs"]),
     ("[:find ?e :where [?e :person/name]", None, ["malformed EDN"]),
     ("[:find ?e :in $ ?x :where [?e :person/name ?x]]", '["unclosed', ["malformed EDN", "inputs"]),
+    # Clojure's regular expression literal is not EDN: the message says so and what to write instead
+    ('[:find ?n :where [?p :person/name ?n] [(re-find #"^a" ?n)]]', None,
+     ["malformed EDN in query", 'line 1, column ', '#"^a" is a regular expression literal, which EDN does not have',
+      '(re-pattern "^a")']),
     # a second form is refused, not dropped: after a query, after the inputs vector
     ("[:find ?e :where [?e :person/name _]] [:find ?x]", None,
      ["malformed EDN in query", "line 1, column 39", "a second form after the first"]),

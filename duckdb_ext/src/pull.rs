@@ -151,7 +151,7 @@ unsafe fn bind_inner(info: ffi::duckdb_bind_info) -> Result<Bound, String> {
         exprs.push(if item.0.is_null() || ffi::duckdb_is_null_value(item.0) {
             "NULL".to_string()
         } else {
-            entity_sql(&value_text(item.0))?
+            entity_sql(&value_text(item.0)).map_err(|e| format!("element {} of the entities list: {e}", i + 1))?
         });
     }
     let probe = compiled.held_entities_sql(&exprs);

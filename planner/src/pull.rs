@@ -500,7 +500,12 @@ pub fn entity_sql(
     store: &StoreName,
     opts: &QueryOptions,
 ) -> Result<String, PlanError> {
-    let v = parse_edn(entity_edn, "entity")?;
+    let v = parse_edn(entity_edn, "entity").map_err(|e| match e {
+        PlanError::Edn { what, message, form } => {
+            PlanError::Edn { what, message: format!("{message} ({})", crate::algebrize::ENTITY), form }
+        }
+        other => other,
+    })?;
     match &v {
         Value::Integer(i) => Ok(i.to_string()),
         Value::Keyword(_) => {

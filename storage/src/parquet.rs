@@ -795,7 +795,10 @@ fn export_files(
         }
     };
     if !files.contains_key("partitions") {
-        return Err(StorageError::Store(format!("{dir} holds no exported store (no partitions.parquet)")));
+        return Err(StorageError::Store(format!(
+            "export expected in {dir}, which holds no exported store: no partitions.parquet (mentat_export writes \
+             one there; a directory that does not exist holds none either)"
+        )));
     }
     Ok(files)
 }
