@@ -175,8 +175,8 @@ fn read_binding(ctx: &Ctx, b: &Binding, v: &Value, out: &mut Inputs) -> Result<(
     Ok(())
 }
 
-/// Error `e` of a value read for `var` (None: a `_` column of a relation), naming the variable: a syntax error's message and an unknown attribute's
-/// context end in ", given for ?var".
+/// Error `e` of a value read for `var` (None: a `_` column of a relation), naming the variable: a syntax error's
+/// message and an unknown attribute's context end in ", given for ?var".
 fn given_for(e: PlanError, var: Option<&Var>) -> PlanError {
     let Some(var) = var else { return e };
     match e {

@@ -312,12 +312,13 @@ pub fn edn_reason(e: &edn_format::ParserError) -> String {
         P::DuplicateValueInSet { value } => format!("duplicate value {} in a set", edn_format::emit_str(value)),
         P::DuplicateKeyInMap { value } => format!("duplicate key {} in a map", edn_format::emit_str(value)),
         // `#"^a.c"`: Clojure's regular expression literal, which EDN does not have
-        P::InvalidElementForTag { value: Value::String(re) } => format!(
-            "#{} is a regular expression literal, which EDN does not have: write (re-pattern {}) in the query, or \
-             give the pattern as an input",
-            edn_format::emit_str(&Value::String(re.clone())),
-            edn_format::emit_str(&Value::String(re.clone()))
-        ),
+        P::InvalidElementForTag { value: re @ Value::String(_) } => {
+            let re = edn_format::emit_str(re);
+            format!(
+                "#{re} is a regular expression literal, which EDN does not have: write (re-pattern {re}) in the \
+                 query, or give the pattern as an input"
+            )
+        }
         other => {
             let words = other.to_string();
             let mut cs = words.chars();

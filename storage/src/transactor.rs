@@ -368,10 +368,6 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Gives every unresolved tempid a new entid; tempids asserting the same identity value share one.
-    /// Tempids that assert `:db/ident` are allocated in `:db.part/db`, the others in `:db.part/user`.
-    /// A tempid that appears only in value positions names no entity: Datomic's
-    /// `:db.error/tempid-not-an-entity`, an error naming the form.
     /// Refuses an entid, in an entity position or as a ref value, that no partition has allocated: one below
     /// `:db.part/db`'s start or between two partitions, or at or past a partition's next entid (Mozilla Mentat's
     /// `UnallocatedEntid` / `UnrecognizedEntid`; Datomic does not make entities up from numbers either). A new
@@ -404,6 +400,11 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    /// Gives every unresolved tempid a new entid; tempids asserting the same identity value share one.
+    /// Tempids that assert `:db/ident` are allocated in `:db.part/db`, the others in `:db.part/user`.
+    /// A tempid that appears only in value positions names no entity: Datomic's
+    /// `:db.error/tempid-not-an-entity`, an error naming the form; one that makes a new entity may not be retracted
+    /// or compared (a retraction, retractEntity, retractAttribute or cas of it is an error naming the form).
     fn allocate(&mut self, terms: &[Term]) -> Result<()> {
         let mut order: Vec<TempId> = Vec::new();
         let mut seen: HashSet<TempId> = HashSet::with_capacity(terms.len());
