@@ -366,10 +366,14 @@ pub fn read_edn(text: &str) -> Result<Value, EdnError> {
     // A symbol, keyword or number alone: edn-format ends it at a character none of them may hold and drops the
     // rest (`ann@x` reads as `ann`), where inside a vector the same character is an error that names it. Read
     // such text alone with the multi-form reader, and where that does not give one form, read it in a vector for
-    // the error (its place moved back over the added bracket). Only a lone atom is read twice: it is short.
-    let first = skip_blank(text.as_bytes(), 0);
-    let atom = !matches!(text.as_bytes().get(first), None | Some(b'[' | b'(' | b'{' | b'"' | b'#'));
-    if atom && read_edn_seq(text).is_none_or(|forms| forms.len() != 1) {
+    // the error (its place moved back over the added bracket). Only a lone atom with another byte than those the
+    // EDN spec lets a symbol, keyword or number hold is read twice (an entid given to mentat_pull as text, on
+    // every call, is not).
+    let b = text.as_bytes();
+    let first = skip_blank(b, 0);
+    let atom = !matches!(b.get(first), None | Some(b'[' | b'(' | b'{' | b'"' | b'#'));
+    let plain = |c: &u8| c.is_ascii_alphanumeric() || !c.is_ascii() || b".*+!-_?$%&=<>/: \t\r\n,".contains(c);
+    if atom && !b[first..].iter().all(plain) && read_edn_seq(text).is_none_or(|forms| forms.len() != 1) {
         let mut e = match read_edn_form(&format!("[{text}]")) {
             Err(e) => EdnError::from_parser(e),
             Ok(_) => EdnError { line: 1, column: 1, reason: "the text is not one EDN form".into(), error: None },
