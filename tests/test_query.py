@@ -178,6 +178,31 @@ def test_other_aggregates(db):
     assert got[0][2] == pytest.approx((sum((x - mean) ** 2 for x in prices) / len(prices)) ** 0.5)
 
 
+def test_random_aggregates(db):
+    """Datomic's `(sample n ?x)`: up to n distinct values chosen at random; `(rand n ?x)`: n values drawn at random
+    from the values the group holds (under `:with`, a bag), repeats possible; DataScript's `(rand ?x)`: one value.
+    Each call draws anew."""
+    prices = [v[0] for v in ITEMS.values()]  # the bag under :with ?i: 10 10 20 20 5
+    samples = [q(db, "[:find (sample 2 ?p) . :with ?i :where [?i :item/price ?p]]")[0][0] for _ in range(60)]
+    assert all(len(s) == 2 and len(set(s)) == 2 and set(s) <= set(prices) for s in samples)
+    # every pair of the three distinct prices comes up (each has chance 1/3 per call)
+    assert {frozenset(s) for s in samples} == {frozenset(p) for p in ([5, 10], [5, 20], [10, 20])}
+    assert sorted(q(db, "[:find (sample 9 ?p) . :with ?i :where [?i :item/price ?p]]")[0][0]) == [5, 10, 20]
+    assert q(db, "[:find (sample 0 ?p) . :where [?i :item/price ?p]]") == [([],)]
+    draws = [q(db, "[:find (rand 4 ?p) . :with ?i :where [?i :item/price ?p]]")[0][0] for _ in range(60)]
+    assert all(len(d) == 4 and set(d) <= set(prices) for d in draws)
+    assert any(len(set(d)) < 4 for d in draws)  # with replacement: 4 draws of 3 values always repeat one
+    flat = [x for d in draws for x in d]
+    # 240 draws from the bag: 5 has chance 1/5, 10 and 20 2/5 each (binomial sd ~6 and ~7.6 draws)
+    assert 24 <= flat.count(5) <= 72 and 60 <= flat.count(10) <= 132 and 60 <= flat.count(20) <= 132
+    # per group, from that group's values; one value keeps the attribute's type
+    got = q(db, "[:find ?on (rand ?p) :where [?i :item/owner ?o] [?o :person/name ?on] [?i :item/price ?p]]")
+    assert {on for on, _ in got} == {"alice", "bob", "carol"}
+    assert all(p in {"alice": {10, 20}, "bob": {10}, "carol": {5}}[on] for on, p in got)
+    assert columns(db, "[:find (rand ?p) (rand 2 ?p) :where [_ :item/price ?p]]") == [
+        ("rand_p", "BIGINT"), ("rand_p_2", "BIGINT[]")]
+
+
 def test_min_max_over_instants_and_strings(db):
     got = q(db, "[:find (min ?b) (max ?b) :where [_ :person/born ?b]]")
     assert got == [(dt.datetime(1985, 3, 3, 3, 3, tzinfo=UTC), dt.datetime(2000, 12, 31, 23, 59, 59, tzinfo=UTC))]

@@ -367,10 +367,24 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
             (agg(func, false, vec![x.expr, Expr::int(n)]), list)
         }
         ("distinct", None) => (agg("list", true, vec![x.expr]), list),
+        // Datomic: up to n distinct values chosen at random
         ("sample", Some(n)) => (
-            Expr::Slice(Box::new(agg("list", true, vec![x.expr])), Box::new(Expr::int(1)), Box::new(Expr::int(n))),
+            Expr::Slice(
+                Box::new(Expr::Shuffle(Box::new(agg("list", true, vec![x.expr])))),
+                Box::new(Expr::int(1)),
+                Box::new(Expr::int(n)),
+            ),
             list,
         ),
+        // Datomic: n values drawn at random from the group's values, repeats possible; DataScript's `(rand ?x)`:
+        // one of them
+        ("rand", n) => {
+            let values = Box::new(agg("list", false, vec![x.expr]));
+            match n {
+                Some(n) => (Expr::Draw(values, Some(Box::new(Expr::int(n)))), list),
+                None => (Expr::Draw(values, None), x.ty),
+            }
+        }
         (f, _) => return Err(PlanError::unsupported(&a.form, format!("aggregate {f} with these arguments"))),
     })
 }

@@ -280,6 +280,11 @@ pub enum Expr {
     Field(Box<Expr>, Name),
     /// `list[from:to]` (1-based, inclusive, as DuckDB slices).
     Slice(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// The elements of a list in a random order (each call draws anew).
+    Shuffle(Box<Expr>),
+    /// Elements of a non-empty list drawn at random with replacement: `Some(n)` a list of n of them, `None` one
+    /// element.
+    Draw(Box<Expr>, Option<Box<Expr>>),
 }
 
 impl Expr {
@@ -362,6 +367,11 @@ impl Expr {
                 a.aliases(out);
                 b.aliases(out);
                 c.aliases(out);
+            }
+            Expr::Shuffle(e) | Expr::Draw(e, None) => e.aliases(out),
+            Expr::Draw(e, Some(n)) => {
+                e.aliases(out);
+                n.aliases(out);
             }
             // Correlated references inside subqueries count as references of the enclosing clause.
             Expr::Exists(q) | Expr::Subquery(q) => q.outer_aliases(out),
@@ -898,6 +908,39 @@ impl Expr {
                 p.out.push(':');
                 b.render(p, indent);
                 p.out.push(']');
+            }
+            Expr::Shuffle(l) if p.spark() => {
+                p.out.push_str("shuffle(");
+                l.render(p, indent);
+                p.out.push(')');
+            }
+            Expr::Shuffle(l) => {
+                // DuckDB has no shuffle: each element is paired with a random key, the pairs sorted, the keys
+                // dropped (`random()` in a lambda is drawn per element)
+                p.out.push_str("list_transform(list_sort(list_transform(");
+                l.render(p, indent);
+                p.out.push_str(", lambda rnd_e: {'k': random(), 'e': rnd_e})), lambda rnd_kv: rnd_kv.e)");
+            }
+            Expr::Draw(..) if p.spark() => p.refuse("the aggregate rand (Spark allows no random draw in a lambda)"),
+            Expr::Draw(l, n) => {
+                // one element at a 1-based index drawn uniformly from 1..=len(l)
+                let pick = |p: &mut Printer| {
+                    p.out.push('(');
+                    l.render(p, indent);
+                    p.out.push_str(")[1 + CAST(floor(random() * len(");
+                    l.render(p, indent);
+                    p.out.push_str(")) AS BIGINT)]");
+                };
+                match n {
+                    None => pick(p),
+                    Some(n) => {
+                        p.out.push_str("list_transform(range(");
+                        n.render(p, indent);
+                        p.out.push_str("), lambda rnd_i: ");
+                        pick(p);
+                        p.out.push(')');
+                    }
+                }
             }
         }
     }

@@ -69,6 +69,8 @@ fn keyword_order_and_min_are_spark_s() {
     assert!(s.contains("min_by("), "{s}");
     let s = sql("[:find (distinct ?p) :where [?i :issue/priority ?p]]", None, &spark());
     assert!(s.contains("collect_set("), "{s}");
+    let s = sql("[:find (sample 2 ?p) :where [?i :issue/priority ?p]]", None, &spark());
+    assert!(s.contains("slice(shuffle(collect_set("), "{s}");
 }
 
 #[test]
@@ -88,6 +90,8 @@ fn duckdb_only_constructs_are_refused_by_name() {
     assert!(e.contains("spark") && e.contains("pull recursion ...") && e.contains("issue/assignee"), "{e}");
     let e = refused("[:find (max 2 ?p) :where [?i :issue/priority ?p]]", None);
     assert!(e.contains("max"), "{e}");
+    let e = refused("[:find (rand 2 ?p) :where [?i :issue/priority ?p]]", None);
+    assert!(e.contains("rand"), "{e}");
 }
 
 /// The Spark text of a pull: no DuckDB construct (struct literals, `UNION ALL BY NAME`, list slices, CTE hints,
