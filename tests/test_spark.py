@@ -249,6 +249,24 @@ def test_aggregates_with(issues, spark):
     check(c, spark, d, "[:find (count ?l) :where [?i :issue/label ?l]]")
 
 
+def test_sample_on_spark_is_a_random_choice_of_distinct_values(issues, spark):
+    """`(sample n ?x)` on Spark: up to n of the group's distinct values (as `(distinct ?x)` on the store gives them);
+    `(rand n ?x)` is refused by name."""
+    c, d = issues["con"], issues["dir"]
+    _, want = duck(c, "[:find ?s (distinct ?p) :where [?i :issue/state ?s] [?i :issue/priority ?p]]")
+    distinct = {s: set(ps) for s, ps in want}
+    seen = {s: set() for s in distinct}
+    for _ in range(4):
+        _, got = on_spark(spark, d, "[:find ?s (sample 2 ?p) :where [?i :issue/state ?s] [?i :issue/priority ?p]]")
+        assert {s for s, _ in got} == set(distinct)
+        for s, ps in got:
+            assert len(ps) == min(2, len(distinct[s])) == len(set(ps)) and set(ps) <= distinct[s], (s, ps)
+            seen[s].add(frozenset(ps))
+    assert any(len(v) > 1 for v in seen.values()), seen  # not the same two values every time
+    with pytest.raises(Exception, match=r"spark SQL dialect cannot express the aggregate rand"):
+        mentat_spark.plan(d, "[:find (rand 2 ?p) :where [?i :issue/priority ?p]]")
+
+
 def test_predicates_and_functions(issues, spark):
     c, d = issues["con"], issues["dir"]
     check(c, spark, d, "[:find ?i ?t :where [?i :issue/title ?t] [(clojure.string/starts-with? ?t \"Issue 1\")] "
