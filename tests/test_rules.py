@@ -213,6 +213,27 @@ def test_required_bound_arguments(db):
     assert sorted(got) == [("a",), ("b",)]
 
 
+def test_recursive_bodies_pass_their_required_arguments_on(db):
+    """Datomic binds a rule's bracketed arguments when it is entered, so a recursive body may hand its head's on
+    to the recursive call, whether the call comes last, first (left recursion) or both arguments are required."""
+    reach = closure(EDGES)
+    both = ("[[(conn [?a ?b]) [?a :node/to ?b]]"
+            " [(conn [?a ?b]) [?a :node/to ?x] (conn ?x ?b)]]")
+    got = q(db, "[:find ?i ?j :in $ % :where [?a :node/id ?i] [?b :node/id ?j] (conn ?a ?b)]", both)
+    assert sorted(got) == sorted(reach)
+    left = "[[(e [?x] ?y) [?x :node/to ?y]] [(e [?x] ?y) (e ?x ?z) [?z :node/to ?y]]]"
+    got = q(db, "[:find ?j :in $ % :where [?a :node/id 3] (e ?a ?b) [?b :node/id ?j]]", left)
+    assert sorted(got) == sorted((j,) for i, j in reach if i == 3)
+    # mutual recursion through a non-recursive rule that requires the argument too
+    via = ("[[(step [?a] ?b) [?a :node/to ?b]]"
+           " [(far [?a] ?b) (step ?a ?b)] [(far [?a] ?b) (step ?a ?x) (far ?x ?b)]]")
+    got = q(db, "[:find ?j :in $ % :where [?a :node/id 1] (far ?a ?b) [?b :node/id ?j]]", via)
+    assert sorted(got) == sorted((j,) for i, j in reach if i == 1)
+    # the call site still has to bind them
+    with pytest.raises(duckdb.Error, match=r"unbound variable \?a in `\(conn \?a \?b\)`.*required"):
+        q(db, "[:find ?b :in $ % :where [?b :node/id 4] (conn ?a ?b)]", both)
+
+
 def test_rule_errors(db):
     with pytest.raises(duckdb.Error, match="unknown rule nope"):
         q(db, "[:find ?x :in $ % :where (nope ?x)]", PATH)

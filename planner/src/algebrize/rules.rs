@@ -68,11 +68,17 @@ impl Seeds {
     }
 }
 
-/// The variables among a call's required (bracketed) arguments.
+/// The variables among a call's required (bracketed) arguments. None inside the body of a recursive rule being
+/// compiled: Datomic binds a rule's required arguments when it is entered, so a body may pass its head's on to a
+/// call (`[(reach [?a] ?b) [?a :to ?x] (reach ?x ?b)]` and `[(e [?x] ?y) (e ?x ?z) [?z :to ?y]]`), while the
+/// CTE computes the rule for every binding (seeded from the call site where it can) and binds them itself.
 pub(crate) fn required_vars(ctx: &Ctx, form: &Value) -> Vec<Var> {
     let (Some(set), Ok(call)) = (ctx.rules, read_call(form)) else {
         return vec![];
     };
+    if !ctx.rule_frames.borrow().is_empty() {
+        return vec![];
+    }
     let Some(rule) = set.rules.get(&call.name) else {
         return vec![];
     };
