@@ -309,11 +309,11 @@ pub fn edn_reason(e: &edn_format::ParserError) -> String {
     match e {
         P::UnexpectedEndOfInput => "unexpected end of input (a `[`, `(`, `{` or `\"` left open?)".to_string(),
         P::UnexpectedCharacter(c) => format!("unexpected character {c:?}"),
-        P::DuplicateValueInSet { value } => format!("duplicate value {} in a set", edn_format::emit_str(value)),
-        P::DuplicateKeyInMap { value } => format!("duplicate key {} in a map", edn_format::emit_str(value)),
+        P::DuplicateValueInSet { value } => format!("duplicate value {} in a set", crate::error::edn_text(value)),
+        P::DuplicateKeyInMap { value } => format!("duplicate key {} in a map", crate::error::edn_text(value)),
         // `#"^a.c"`: Clojure's regular expression literal, which EDN does not have
         P::InvalidElementForTag { value: re @ Value::String(_) } => {
-            let re = edn_format::emit_str(re);
+            let re = crate::error::edn_text(re);
             format!(
                 "#{re} is a regular expression literal, which EDN does not have: write (re-pattern {re}) in the \
                  query, or give the pattern as an input"

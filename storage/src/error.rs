@@ -69,6 +69,6 @@ impl StorageError {
 
     /// A [`StorageError::BadForm`] for an EDN form.
     pub fn bad_form(form: &edn_format::Value, reason: impl Into<String>) -> StorageError {
-        StorageError::BadForm { form: edn_format::emit_str(form), reason: reason.into() }
+        StorageError::BadForm { form: planner::error::edn_text(form), reason: reason.into() }
     }
 }

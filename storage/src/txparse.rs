@@ -68,10 +68,10 @@ impl FormText {
 }
 
 impl std::fmt::Display for FormText {
-    /// The form's EDN text, as `edn_format::emit_str` writes it.
+    /// The form's EDN text, as [`planner::error::edn_text`] writes it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.forms.get(self.at) {
-            Some(form) => form.fmt(f),
+            Some(form) => f.write_str(&planner::error::edn_text(form)),
             None => Ok(()),
         }
     }
@@ -238,7 +238,8 @@ impl<'s> TermBuilder<'s> {
     }
 
     fn list_form(&mut self, items: &[Edn], form: &Edn) -> Result<()> {
-        let bad = |reason: &str| StorageError::BadForm { form: form.to_string(), reason: reason.to_string() };
+        let bad =
+            |reason: &str| StorageError::BadForm { form: planner::error::edn_text(form), reason: reason.to_string() };
         let op = match items.first() {
             Some(Edn::Keyword(k)) => ident_text(k),
             _ => return Err(bad("the first element must be an operation keyword such as :db/add")),
@@ -328,7 +329,7 @@ impl<'s> TermBuilder<'s> {
                 });
             if !reachable {
                 return Err(StorageError::DanglingEntity {
-                    form: edn_format::emit_str(map),
+                    form: planner::error::edn_text(map),
                     attribute: parent.ident.clone(),
                 });
             }
@@ -365,7 +366,7 @@ impl<'s> TermBuilder<'s> {
             };
             if values.len() != 1 && !attr.many && !reverse {
                 return Err(StorageError::BadForm {
-                    form: form.to_string(),
+                    form: planner::error::edn_text(form),
                     reason: format!("{} is cardinality one but was given {} values", attr.ident, values.len()),
                 });
             }
@@ -398,7 +399,7 @@ impl<'s> TermBuilder<'s> {
 
     /// Resolves an attribute position; returns the attribute and whether it was written in reverse.
     fn attribute(&self, a: &Edn, form: &Edn) -> Result<(&'s Attribute, bool)> {
-        let unknown = |ident: String| StorageError::UnknownAttribute { ident, form: form.to_string() };
+        let unknown = |ident: String| StorageError::UnknownAttribute { ident, form: planner::error::edn_text(form) };
         match a {
             Edn::Keyword(k) => {
                 let ident = ident_text(k);
@@ -409,7 +410,7 @@ impl<'s> TermBuilder<'s> {
                     if let Some(attr) = self.schema.attribute_by_ident(&forward) {
                         if attr.value_type != ValueType::Ref {
                             return Err(StorageError::BadForm {
-                                form: form.to_string(),
+                                form: planner::error::edn_text(form),
                                 reason: format!("reverse attribute {ident} needs {forward} to be a ref attribute"),
                             });
                         }
@@ -419,13 +420,14 @@ impl<'s> TermBuilder<'s> {
                 Err(unknown(ident))
             }
             Edn::Integer(e) => self.schema.attribute(*e).map(|a| (a, false)).ok_or_else(|| unknown(e.to_string())),
-            other => Err(unknown(edn_format::emit_str(other))),
+            other => Err(unknown(planner::error::edn_text(other))),
         }
     }
 
     /// Parses an entity position.
     pub fn entity(&self, e: &Edn, form: &Edn) -> Result<EntityPlace> {
-        let bad = |reason: &str| StorageError::BadForm { form: form.to_string(), reason: reason.to_string() };
+        let bad =
+            |reason: &str| StorageError::BadForm { form: planner::error::edn_text(form), reason: reason.to_string() };
         match e {
             Edn::Integer(i) => Ok(EntityPlace::Entid(*i)),
             Edn::Keyword(k) => Ok(EntityPlace::Ident(ident_text(k))),
@@ -435,21 +437,21 @@ impl<'s> TermBuilder<'s> {
             Edn::List(items) => match items.as_slice() {
                 [Edn::Symbol(s), a, v] if symbol_is(s, "lookup-ref") => self.lookup_ref(a, v, e),
                 [Edn::Symbol(s)] if symbol_is(s, "transaction-tx") => Ok(EntityPlace::Tx),
-                _ => Err(bad(&format!("{} is not an entity", edn_format::emit_str(e)))),
+                _ => Err(bad(&format!("{} is not an entity", planner::error::edn_text(e)))),
             },
-            _ => Err(bad(&format!("{} is not an entity", edn_format::emit_str(e)))),
+            _ => Err(bad(&format!("{} is not an entity", planner::error::edn_text(e)))),
         }
     }
 
     fn lookup_ref(&self, a: &Edn, v: &Edn, whole: &Edn) -> Result<EntityPlace> {
         // the lookup ref's text only for errors (written for each of a bulk load's lookup refs, it cost ~2% of it)
-        let err = |reason: String| StorageError::LookupRef { lookup_ref: edn_format::emit_str(whole), reason };
+        let err = |reason: String| StorageError::LookupRef { lookup_ref: planner::error::edn_text(whole), reason };
         let attr = match a {
             Edn::Keyword(k) => self.schema.attribute_by_ident(&ident_text(k)),
             Edn::Integer(e) => self.schema.attribute(*e),
             _ => None,
         }
-        .ok_or_else(|| err(format!("unknown attribute {}", edn_format::emit_str(a))))?;
+        .ok_or_else(|| err(format!("unknown attribute {}", planner::error::edn_text(a))))?;
         if attr.unique.is_none() {
             return Err(err(format!("{} is not :db/unique", attr.ident)));
         }
@@ -475,7 +477,7 @@ impl<'s> TermBuilder<'s> {
             scalar_from_edn(v, attr, &"").map_err(|_| {
                 err(format!(
                     "{} does not match {} of type {}",
-                    edn_format::emit_str(v),
+                    planner::error::edn_text(v),
                     attr.ident,
                     attr.value_type.ident()
                 ))
@@ -494,7 +496,7 @@ impl<'s> TermBuilder<'s> {
                 || matches!(v, Edn::List(items) if matches!(items.first(), Some(Edn::Symbol(s)) if symbol_is(s, "lookup-ref")))
             {
                 return Err(StorageError::LookupRef {
-                    lookup_ref: edn_format::emit_str(v),
+                    lookup_ref: planner::error::edn_text(v),
                     reason: format!(
                         "used as the value of {}, which is of type {}, not a ref",
                         attr.ident,
@@ -502,7 +504,7 @@ impl<'s> TermBuilder<'s> {
                     ),
                 });
             }
-            return Ok(ValuePlace::Scalar(scalar_from_edn(v, attr, form)?));
+            return Ok(ValuePlace::Scalar(scalar_from_edn(v, attr, &planner::error::EdnText(form))?));
         }
         match v {
             Edn::Map(_) => Ok(ValuePlace::Entity(self.map_form(v, form, Some(attr))?)),
@@ -510,10 +512,10 @@ impl<'s> TermBuilder<'s> {
                 Ok(ValuePlace::Entity(self.entity(v, form)?))
             }
             _ => Err(StorageError::WrongType {
-                value: edn_format::emit_str(v),
+                value: planner::error::edn_text(v),
                 attribute: attr.ident.clone(),
                 expected: attr.value_type.ident().to_string(),
-                form: form.to_string(),
+                form: planner::error::edn_text(form),
             }),
         }
     }
@@ -532,14 +534,14 @@ impl TermBuilder<'_> {
         composite_ok: bool,
     ) -> Result<ValuePlace> {
         let wrong = |why: String| StorageError::WrongType {
-            value: edn_format::emit_str(v),
+            value: planner::error::edn_text(v),
             attribute: attr.ident.clone(),
             expected: format!("{} ({why})", attr.value_type.ident()),
-            form: form.to_string(),
+            form: planner::error::edn_text(form),
         };
         if matches!(spec, TupleSpec::Composite(_)) && !composite_ok {
             return Err(StorageError::BadForm {
-                form: form.to_string(),
+                form: planner::error::edn_text(form),
                 reason: format!(
                     "{} is a composite tuple of :db/tupleAttrs, kept by the transactor: assert its attributes instead",
                     attr.ident
@@ -576,7 +578,7 @@ impl TermBuilder<'_> {
                 (t, item) => {
                     let elem = Attribute::new(attr.entid, &attr.ident, t);
                     Some(ValuePlace::Scalar(
-                        scalar_from_edn(item, &elem, form)
+                        scalar_from_edn(item, &elem, &planner::error::EdnText(form))
                             .map_err(|_| wrong(format!("element {i} must be {}", t.a_name())))?,
                     ))
                 }
