@@ -483,6 +483,10 @@ def test_malformed_and_invalid_forms(db):
     fails(db, '[[:db/frob "x" :user/name "A"]]', "unknown operation :db/frob", '[:db/frob "x" :user/name "A"]')
     fails(db, '[[:db/add "x" :user/nope 1]]', 'unknown attribute :user/nope in [:db/add "x" :user/nope 1]')
     fails(db, '[[:db/add "x" :user/age "old"]]', '"old"', ":db.type/long", '[:db/add "x" :user/age "old"]')
+    # a double is quoted as a double, as Clojure prints it (not `3`, which reads as a long, nor 301 digits)
+    fails(db, '[{:user/age 3.0}]', "value 3.0 does not match :user/age", "{:user/age 3.0}")
+    fails(db, '[[:db/add "x" :user/age 1e3]]', "value 1000.0 does not match", '[:db/add "x" :user/age 1000.0]')
+    fails(db, '[[:db/add "x" :user/age 1.5e300]]', "value 1.5e300 does not match")
     fails(db, '[[:db/add "x" :user/name]]', "wrong number", '[:db/add "x" :user/name]')
     fails(db, '{:db/id "x"}', "vector")
     fails(db, '[42]', "42")
@@ -535,6 +539,12 @@ def test_value_types(db):
     assert r["datoms"] == 6
     assert cur(db, 119) == [] and cur(db, ":user/score") == [(x, 3.0)]
     assert cur(db, 120) == [(x, uuid.UUID(int=1))]
+    # a uri written with the #uri tag is the same value as its string
+    transact(db, f'[[:db/add {x} :t/r #uri "https://x.y/w?q=1"]]')
+    assert cur(db, 121) == [(x, "https://x.y/w?q=1")]
+    got = db.execute("SELECT * FROM mentat_q('[:find ?e :where [?e :t/r #uri \"https://x.y/w?q=1\"]]')").fetchall()
+    assert got == [(x,)]
+    fails(db, f'[[:db/add {x} :t/r #uri 5]]', "#uri 5", ":db.type/uri")
 
 
 def test_through_the_cli(tmp_path):

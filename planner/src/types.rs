@@ -289,6 +289,11 @@ pub fn scalar_constant(v: &Value) -> Result<Constant, PlanError> {
             })?)
         }
         Value::Symbol(sym) => Constant::Symbol(sym.to_string()),
+        // a uri as the transactor reads it: the tagged string stands for the string (a uri is stored as text)
+        Value::TaggedElement(tag, inner) if tag.namespace().is_none() && tag.name() == "uri" => match &**inner {
+            Value::String(s) => Constant::String(s.clone()),
+            _ => return Err(PlanError::syntax(v, "#uri tags a string")),
+        },
         Value::Nil => return Err(PlanError::syntax(v, "nil is not a value in Datalog")),
         other => return Err(PlanError::syntax(other, "unsupported constant")),
     })

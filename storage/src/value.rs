@@ -98,7 +98,8 @@ impl std::fmt::Display for Val {
 /// Converts an EDN value to a [`Val`] of `attr`'s value type. Refs are not handled here (they need entity
 /// resolution); `form` names the enclosing transaction form in the error.
 ///
-/// Accepted spellings: longs from integers; doubles from floats or integers; strings and uris from strings;
+/// Accepted spellings: longs from integers; doubles from floats or integers; strings and uris from strings (uris
+/// also from a tagged `#uri "..."`);
 /// keywords from keywords; booleans; instants from `#inst` or integer milliseconds (Datomic's `java.util.Date`
 /// millis); uuids from `#uuid` or a uuid string; bytes from a string (its UTF-8 bytes); symbols from symbols;
 /// bigints from `123N` or integers; bigdecs from `1.25M`, `123N` or integers (never from doubles, which are not
@@ -107,7 +108,7 @@ impl std::fmt::Display for Val {
 /// wrong-type error, never rounded.
 pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &dyn std::fmt::Display) -> Result<Val> {
     let wrong = || StorageError::WrongType {
-        value: edn_format::emit_str(v),
+        value: planner::error::edn_text(v),
         attribute: attr.ident.clone(),
         expected: attr.value_type.ident().to_string(),
         form: form.to_string(),
@@ -117,6 +118,12 @@ pub fn scalar_from_edn(v: &Edn, attr: &Attribute, form: &dyn std::fmt::Display) 
         (ValueType::Double, Edn::Float(x)) => Val::Double(x.into_inner()),
         (ValueType::Double, Edn::Integer(i)) => Val::Double(*i as f64),
         (ValueType::String | ValueType::Uri, Edn::String(s)) => Val::Str(s.clone()),
+        (ValueType::Uri, Edn::TaggedElement(tag, inner)) if tag.namespace().is_none() && tag.name() == "uri" => {
+            match &**inner {
+                Edn::String(s) => Val::Str(s.clone()),
+                _ => return Err(wrong()),
+            }
+        }
         (ValueType::Keyword, Edn::Keyword(k)) => Val::Str(crate::txparse::ident_text(k)),
         (ValueType::Boolean, Edn::Boolean(b)) => Val::Bool(*b),
         (ValueType::Instant, Edn::Inst(t)) => Val::Instant(t.timestamp_micros()),
