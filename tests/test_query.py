@@ -178,6 +178,36 @@ def test_other_aggregates(db):
     assert got[0][2] == pytest.approx((sum((x - mean) ** 2 for x in prices) / len(prices)) ** 0.5)
 
 
+def test_clojure_number_and_string_functions(db):
+    """clojure.core's inc, dec, quot, rem, mod, max, min, even?, odd? and clojure.string's upper-case, lower-case,
+    trim, blank?: values as Clojure gives them (quot toward zero, rem with the dividend's sign, mod with the
+    divisor's); a zero divisor is an error naming the form, as Clojure throws."""
+    pairs = [(-7, 2), (7, -2), (7, 2), (-7, -2), (6, 3)]
+    rel = "[[" + " ".join(f"[{a} {b}]" for a, b in pairs) + "]]"
+    got = q(db, "[:find ?a ?b ?q ?r ?m :in $ [[?a ?b]] :where [(quot ?a ?b) ?q] [(rem ?a ?b) ?r] [(mod ?a ?b) ?m]]",
+            rel)
+    # Clojure: (quot -7 2) -3, (rem -7 2) -1, (mod -7 2) 1; (quot 7 -2) -3, (rem 7 -2) 1, (mod 7 -2) -1; ...
+    assert sorted(got) == sorted([(-7, 2, -3, -1, 1), (7, -2, -3, 1, -1), (7, 2, 3, 1, 1), (-7, -2, 3, -1, -1),
+                                  (6, 3, 2, 0, 0)])
+    got = q(db, "[:find ?n ?i ?d ?hi ?lo :where [?x :item/name ?n] [?x :item/price ?p] [(inc ?p) ?i] [(dec ?p) ?d] "
+                "[(max ?p 10 7) ?hi] [(min ?p 7.5) ?lo]]")
+    assert sorted(got) == sorted((n, p + 1, p - 1, max(p, 10), min(p, 7.5)) for n, (p, _, _) in ITEMS.items())
+    assert columns(db, "[:find ?i ?lo :where [_ :item/price ?p] [(inc ?p) ?i] [(min ?p 7.5) ?lo]]") == [
+        ("i", "BIGINT"), ("lo", "DOUBLE")]
+    got = q(db, "[:find ?n :where [?x :item/price ?p] [(even? ?p)] [?x :item/name ?n]]")
+    assert sorted(got) == sorted((n,) for n, (p, _, _) in ITEMS.items() if p % 2 == 0)
+    got = q(db, "[:find ?n :where [?x :item/price ?p] [(odd? ?p)] [?x :item/name ?n]]")
+    assert sorted(got) == sorted((n,) for n, (p, _, _) in ITEMS.items() if p % 2 == 1)
+    got = q(db, "[:find ?u ?l ?t :in $ [?s ...] :where [(clojure.string/upper-case ?s) ?u] "
+                "[(clojure.string/lower-case ?s) ?l] [(clojure.string/trim ?s) ?t]]", '[["  Ünï X " "ab"]]')
+    assert sorted(got) == sorted([("  ÜNÏ X ", "  ünï x ", "Ünï X"), ("AB", "ab", "ab")])
+    got = q(db, "[:find ?s :in $ [?s ...] :where [(clojure.string/blank? ?s)]]", '[["" "  " "x" " y "]]')
+    assert sorted(got) == [("",), ("  ",)]
+    assert "quot takes longs, got a double" in error(db, "[:find ?q :in $ ?a :where [(quot ?a 2) ?q]]", "[1.5]")
+    msg = error(db, "[:find ?m :in $ [[?a ?b]] :where [(mod ?a ?b) ?m]]", "[[[1 2] [5 0]]]")
+    assert "[(mod ?a ?b) ?m] divides by zero" in msg and "CASE" not in msg
+
+
 def test_random_aggregates(db):
     """Datomic's `(sample n ?x)`: up to n distinct values chosen at random; `(rand n ?x)`: n values drawn at random
     from the values the group holds (under `:with`, a bag), repeats possible; DataScript's `(rand ?x)`: one value.
@@ -189,6 +219,8 @@ def test_random_aggregates(db):
     assert {frozenset(s) for s in samples} == {frozenset(p) for p in ([5, 10], [5, 20], [10, 20])}
     assert sorted(q(db, "[:find (sample 9 ?p) . :with ?i :where [?i :item/price ?p]]")[0][0]) == [5, 10, 20]
     assert q(db, "[:find (sample 0 ?p) . :where [?i :item/price ?p]]") == [([],)]
+    # DataScript's (min 0 ?x): none of them
+    assert q(db, "[:find (min 0 ?p) (max 0 ?p) :where [?i :item/price ?p]]") == [([], [])]
     draws = [q(db, "[:find (rand 4 ?p) . :with ?i :where [?i :item/price ?p]]")[0][0] for _ in range(60)]
     assert all(len(d) == 4 and set(d) <= set(prices) for d in draws)
     assert any(len(set(d)) < 4 for d in draws)  # with replacement: 4 draws of 3 values always repeat one
@@ -746,6 +778,10 @@ def test_unbound_attribute(db):
     ("[:find ?n :where [?p :person/name ?n] (rule ?p)]", None, ["(rule ?p)", "rules"]),
     ("[:find ?n :where [?p :person/name ?n]]", "[1]", ["wrong number of inputs"]),
     ("[:find ?n :in $ ?l :where [?p :person/name ?n] :limit ?l]", "[-1]", ["-1", "negative"]),
+    # an aggregate of one variable given two; an n that the clauses bind
+    ("[:find (count ?p ?n) :where [?p :person/name ?n]]", None, ["count takes one variable", "(count ?p ?n)"]),
+    ("[:find (max ?a ?n) :where [?p :person/name ?n] [?p :person/age ?a]]", None,
+     ["bad input `?a`", "bound by the query's clauses"]),
     ('[:find ?n :in $ [?n ...] :where [?p :person/name ?n]]', '["alice"]', ["bad input", '"alice"']),
     # lookup-ref inputs: an attribute the schema lacks raises, as in a pattern (Datomic: :db.error/not-an-entity);
     # one that is not :db/unique names the input; a lookup ref not wrapped in the inputs vector gets the hint

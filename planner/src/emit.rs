@@ -283,6 +283,14 @@ fn bound(alg: &Algebra, b: Option<&Bound>) -> Result<Option<i64>, PlanError> {
         Some(Bound::Value(n)) => *n,
         Some(Bound::Var(v)) => match alg.bindings.get(v) {
             Some(VarBinding::Const(Constant::Long(n))) => *n,
+            Some(VarBinding::Expr(_)) => {
+                return Err(PlanError::BadInput {
+                    form: v.0.clone(),
+                    message: "is bound by the query's clauses, and a limit, an offset or the n of an aggregate is \
+                              a number or a scalar input"
+                        .into(),
+                })
+            }
             _ => {
                 return Err(PlanError::unbound(
                     &v.0,
@@ -308,6 +316,14 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
             Err(PlanError::type_mismatch(&a.form, format!("{} needs numbers, {} is {}", a.func, a.var, x.ty.a_name())))
         }
     };
+    if a.n.is_some()
+        && matches!(
+            a.func.as_str(),
+            "count" | "count-distinct" | "sum" | "avg" | "median" | "variance" | "stddev" | "distinct"
+        )
+    {
+        return Err(PlanError::syntax(&a.form, format!("{0} takes one variable: ({0} ?x)", a.func)));
+    }
     let n = bound(alg, a.n.as_ref())?;
     let list = Ty::List(Box::new(x.ty.clone()));
     Ok(match (a.func.as_str(), n) {
@@ -347,6 +363,11 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
             };
             (agg(func, false, vec![x.expr.cast("DOUBLE")]), Ty::DOUBLE)
         }
+        // none of them, as DataScript's (min 0 ?x) (DuckDB's min(x, 0) is an error)
+        ("min" | "max", Some(0)) => (
+            Expr::Slice(Box::new(agg("list", false, vec![x.expr])), Box::new(Expr::int(1)), Box::new(Expr::int(0))),
+            list,
+        ),
         // keywords by Clojure's keyword order, not as text
         ("min" | "max", None) if x.ty.is_keyword() => {
             let func = if a.func == "min" { "arg_min" } else { "arg_max" };

@@ -969,7 +969,8 @@ fn spark_func(p: &mut Printer, name: &str, args: &[Expr], indent: usize) {
         p.out.push(')');
     };
     match name {
-        "coalesce" | "concat" | "contains" | "length" | "substr" | "substring" => call(p, name, args, ""),
+        "coalesce" | "concat" | "contains" | "length" | "substr" | "substring" | "upper" | "lower" | "trim"
+        | "greatest" | "least" | "mod" => call(p, name, args, ""),
         "starts_with" => call(p, "startswith", args, ""),
         "suffix" => call(p, "endswith", args, ""),
         "strpos" => call(p, "instr", args, ""),

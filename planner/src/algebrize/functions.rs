@@ -37,6 +37,13 @@ pub(crate) const COMPARISONS: [(&str, BinOp); 8] = [
     (">=", BinOp::Ge),
 ];
 
+/// The functions and predicates a query may call, as an unknown function's error lists them (the README's
+/// "Datalog: what the query language covers" says the same).
+const FUNCTIONS: &str = "the functions are = == != not= < <= > >=, + - * / inc dec quot rem mod max min even? odd?, \
+     str subs count starts-with? ends-with? includes? upper-case lower-case trim blank? like, re-pattern re-find \
+     re-matches, identity tuple untuple ground, get-else get-some missing?, tx-ids tx-data fulltext, and the type \
+     predicates string? keyword? int? double? number? boolean? inst? uuid? uri? bytes?";
+
 impl Scope {
     /// `[(pred args...)]`: a boolean filter.
     pub(crate) fn predicate(&mut self, ctx: &Ctx, call: &Call) -> Result<(), PlanError> {
@@ -249,6 +256,16 @@ impl Scope {
         }
     }
 
+    /// Argument `i` as a long (an entid counts), or a type mismatch naming the call.
+    fn long_arg(&self, ctx: &Ctx, call: &Call, i: usize) -> Result<Expr, PlanError> {
+        let t = self.typed_arg(ctx, call, i)?;
+        if t.ty == Ty::LONG || t.ty == Ty::REF {
+            Ok(t.expr)
+        } else {
+            Err(PlanError::type_mismatch(&call.form, format!("{} takes longs, got {}", call.name, t.ty.a_name())))
+        }
+    }
+
     fn arity(call: &Call, allowed: &[usize]) -> Result<(), PlanError> {
         if allowed.contains(&call.args.len()) {
             Ok(())
@@ -329,6 +346,78 @@ impl Scope {
             }
             "get-else" => Ok((self.get_else(ctx, call)?, false)),
             "missing?" => boolean(self.missing(ctx, call)?),
+            // clojure.core's, on numbers: `inc` / `dec` keep a long a long; `quot` (toward zero), `rem` (the
+            // dividend's sign) and `mod` (the divisor's sign) of longs, an error for a zero divisor as Clojure's;
+            // `max` / `min` of one or more numbers, a double when any is one
+            "inc" | "dec" => {
+                Self::arity(call, &[1])?;
+                let x = self.typed_arg(ctx, call, 0)?;
+                require_numeric(&x, form)?;
+                let op = if name == "inc" { BinOp::Add } else { BinOp::Sub };
+                let (one, ty) = if x.ty == Ty::DOUBLE {
+                    (Expr::Lit(Lit::Double(1.0)), Ty::DOUBLE)
+                } else {
+                    (Expr::int(1), Ty::LONG)
+                };
+                Ok((TExpr::new(Expr::bin(op, x.expr, one), ty), false))
+            }
+            "quot" | "rem" | "mod" => {
+                Self::arity(call, &[2])?;
+                let (a, b) = (self.long_arg(ctx, call, 0)?, self.long_arg(ctx, call, 1)?);
+                let e = match name {
+                    "quot" => Expr::Func("divide", vec![a, b.clone()]),
+                    "rem" => Expr::Func("mod", vec![a, b.clone()]),
+                    _ => Expr::Func(
+                        "mod",
+                        vec![Expr::bin(BinOp::Add, Expr::Func("mod", vec![a, b.clone()]), b.clone()), b.clone()],
+                    ),
+                };
+                // a zero divisor fails by the form's name, as Clojure throws (DuckDB's own error quotes the SQL)
+                let message = format!("{} divides by zero", show(form));
+                let fail = Expr::Func("error", vec![Expr::Lit(Lit::Str(message))]);
+                let e = Expr::Case { whens: vec![(Expr::eq(b, Expr::int(0)), fail)], otherwise: Some(Box::new(e)) };
+                Ok((TExpr::new(e, Ty::LONG), false))
+            }
+            "max" | "min" => {
+                if call.args.is_empty() {
+                    return Err(PlanError::syntax(form, format!("{name} takes one or more numbers")));
+                }
+                let args = self.typed_args(ctx, call)?;
+                for a in &args {
+                    require_numeric(a, form)?;
+                }
+                let double = args.iter().any(|a| a.ty == Ty::DOUBLE);
+                let exprs = args.into_iter().map(|a| if double { a.expr.cast("DOUBLE") } else { a.expr }).collect();
+                let ty = if double { Ty::DOUBLE } else { Ty::LONG };
+                Ok((TExpr::new(Expr::Func(if name == "max" { "greatest" } else { "least" }, exprs), ty), false))
+            }
+            "even?" | "odd?" => {
+                Self::arity(call, &[1])?;
+                let x = self.long_arg(ctx, call, 0)?;
+                let rem = Expr::Func("mod", vec![x, Expr::int(2)]);
+                boolean(if name == "even?" {
+                    Expr::eq(rem, Expr::int(0))
+                } else {
+                    Expr::bin(BinOp::Ne, rem, Expr::int(0))
+                })
+            }
+            // clojure.string's
+            "upper-case" | "lower-case" | "trim" => {
+                Self::arity(call, &[1])?;
+                let s = self.text_arg(ctx, call, 0)?;
+                text(Expr::Func(
+                    match name {
+                        "upper-case" => "upper",
+                        "lower-case" => "lower",
+                        _ => "trim",
+                    },
+                    vec![s],
+                ))
+            }
+            "blank?" => {
+                Self::arity(call, &[1])?;
+                boolean(Expr::eq(Expr::Func("trim", vec![self.text_arg(ctx, call, 0)?]), Expr::str("")))
+            }
             _ => match type_predicate(name) {
                 Some(types) => {
                     Self::arity(call, &[1])?;
@@ -341,7 +430,7 @@ impl Scope {
                         _ => boolean(Expr::bool(false)),
                     }
                 }
-                None => Err(PlanError::unsupported(form, format!("unknown function {name}"))),
+                None => Err(PlanError::unsupported(form, format!("unknown function {name}; {FUNCTIONS}"))),
             },
         }
     }
