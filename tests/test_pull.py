@@ -52,6 +52,11 @@ def test_attributes_and_db_id(db):
     # a missing attribute is a NULL field
     assert pull(con, "[:issue/title :issue/priority :issue/label]", ids["i2"]) == {
         "issue/title": "typo", "issue/priority": None, "issue/label": None}
+    # an attribute named twice is one key, as in Datomic's pull map; two specs that would give one key are refused
+    assert pull(con, "[:db/id :issue/title :db/id :issue/title]", ids["i2"]) == {"db/id": ids["i2"],
+                                                                                  "issue/title": "typo"}
+    with pytest.raises(duckdb.Error, match='the field "issue/title" appears twice'):
+        pull(con, '[:issue/title [:issue/priority :as "issue/title"]]', ids["i2"])
 
 
 def test_nested_and_reverse(db):

@@ -619,7 +619,13 @@ pub fn parse_pattern(v: &Value, schema: &Schema, next_id: &mut usize) -> Result<
                     p.specs.push(spec);
                 }
             }
-            _ => p.specs.push(attr_expr(item, schema)?),
+            // the same spec twice is one field, as a Datomic pull map holds each key once (`[:a :a]`)
+            _ => {
+                let spec = attr_expr(item, schema)?;
+                if !p.specs.contains(&spec) {
+                    p.specs.push(spec)
+                }
+            }
         }
     }
     let mut names: Vec<&str> = p.specs.iter().map(|s| s.name.as_str()).collect();
