@@ -1657,7 +1657,9 @@ mod tests {
         assert!(matches!(compile("[:user/_name]"), Err(PlanError::TypeMismatch { .. })));
         assert!(matches!(compile("[{:user/name [:x/y]}]"), Err(PlanError::TypeMismatch { .. })));
         assert!(matches!(compile(":user/name"), Err(PlanError::Syntax { .. })));
-        assert!(matches!(compile("[:user/name [:user/name :as \"user/name\"]]"), Err(PlanError::Syntax { .. })));
+        assert!(matches!(compile("[:user/name [:user/email :as \"user/name\"]]"), Err(PlanError::Syntax { .. })));
+        // the same spec twice is one field
+        assert!(compile("[:user/name [:user/name :as \"user/name\"]]").is_ok());
         assert!(matches!(compile("[[:user/name :default 3]]"), Err(PlanError::TypeMismatch { .. })));
         assert!(matches!(compile("[:user/name"), Err(PlanError::Edn { .. })));
         let hist = QueryOptions { history: true, ..Default::default() };
