@@ -104,6 +104,12 @@ def test_inputs_and_arrow(db):
     con, ids = db
     got = q(con, "[:find (pull ?e [:user/name]) :in $ [?e ...]]", f"[[{ids['ann']} {ids['cat']}]]")
     assert sorted(r[0]["user/name"] for r in got) == ["Ann", "Cat"]
+    # an ident names the entity it is the :db/ident of, as everywhere an entity is expected
+    got = q(con, "[:find (pull ?e [:db/ident :db/cardinality]) . :in $ ?e]", "[:user/name]")
+    one = q(con, "[:find ?c . :where [?c :db/ident :db.cardinality/one]]")[0][0]
+    assert got == [({"db/ident": ":user/name", "db/cardinality": {"db/id": one}},)]
+    with pytest.raises(duckdb.Error, match=r"unknown ident :nope/x in `\(pull \?e \[:db/ident\]\)`"):
+        q(con, "[:find (pull ?e [:db/ident]) . :in $ ?e]", "[:nope/x]")
     t = con.sql("SELECT * FROM mentat_q('[:find ?t (pull ?i [:issue/title {:issue/label [:label/name]}]) "
                 ":where [?i :issue/title ?t]]')").to_arrow_table()
     ty = t.schema.field("pull_i").type

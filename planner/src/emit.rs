@@ -46,7 +46,27 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
     }
     let mut exprs: Vec<TExpr> = Vec::new();
     for v in &set_vars {
-        exprs.push(var_expr(ctx, alg, v)?);
+        exprs.push(match alg.bindings.get(v) {
+            // an ident given for an entity that is only pulled names that entity (README "What names an entity")
+            Some(VarBinding::Const(c @ Constant::Keyword(_)))
+                if !elems.iter().any(|e| matches!(e, FindElem::Var(x) if x == v)) =>
+            {
+                match elems.iter().find_map(|e| match e {
+                    FindElem::Pull { var, form, .. } if var == v => Some(form),
+                    _ => None,
+                }) {
+                    Some(form) => {
+                        let e = crate::algebrize::coerce(ctx, c, &Ty::REF).ok_or_else(|| PlanError::UnknownIdent {
+                            ident: crate::algebrize::show_constant(c),
+                            form: crate::error::show(form),
+                        })?;
+                        TExpr::new(e, Ty::REF)
+                    }
+                    None => var_expr(ctx, alg, v)?,
+                }
+            }
+            _ => var_expr(ctx, alg, v)?,
+        });
     }
     if !aggs.is_empty() {
         if let Some(o) = query.order.iter().find(|o| !find_vars.contains(&o.var)) {
