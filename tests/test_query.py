@@ -208,6 +208,15 @@ def test_clojure_number_and_string_functions(db):
     assert "[(mod ?a ?b) ?m] divides by zero" in msg and "CASE" not in msg
 
 
+def test_an_input_of_longs_and_doubles_is_numbers(db):
+    """A collection or relation input holding longs and doubles in one position is doubles, as Clojure compares
+    1 and 2.5 as numbers; a value of another kind is refused by name."""
+    assert q(db, "[:find (max ?v) (sum ?v) (count ?v) :in $ [?v ...]]", "[[1 2.5 3]]") == [(3.0, 6.5, 3)]
+    assert sorted(q(db, "[:find ?v :in $ [?v ...] :where [(> ?v 1.5)]]", "[[1 2.5 3]]")) == [(2.5,), (3.0,)]
+    msg = error(db, "[:find ?a ?b :in $ [[?a ?b]]]", '[[[1 "x"] [2 3]]]')
+    assert "bad input `3`: given for ?b, it is a long, where the first of its values made ?b a string" in msg
+
+
 def test_random_aggregates(db):
     """Datomic's `(sample n ?x)`: up to n distinct values chosen at random; `(rand n ?x)`: n values drawn at random
     from the values the group holds (under `:with`, a bag), repeats possible; DataScript's `(rand ?x)`: one value.

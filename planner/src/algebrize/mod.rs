@@ -680,16 +680,18 @@ impl Scope {
         Ok(())
     }
 
-    /// The natural type of column `i` of the last VALUES source (the first row's constant).
+    /// The natural type of column `i` of the last VALUES source: the first row's constant's, or a double when the
+    /// column holds both longs and doubles (Clojure compares 1 and 2.5 as numbers).
     fn values_column_type(&self, i: usize) -> Ty {
-        self.alg
-            .sources
-            .last()
-            .and_then(|s| s.values.as_ref())
-            .and_then(|v| v.rows.first())
-            .and_then(|r| r.get(i))
-            .map(Constant::natural_type)
-            .unwrap_or(Ty::Mixed)
+        let Some(rows) = self.alg.sources.last().and_then(|s| s.values.as_ref()).map(|v| &v.rows) else {
+            return Ty::Mixed;
+        };
+        let column = || rows.iter().filter_map(|r| r.get(i));
+        let number = |c: &Constant| matches!(c, Constant::Long(_) | Constant::Double(_));
+        if column().all(number) && column().any(|c| matches!(c, Constant::Double(_))) {
+            return Ty::DOUBLE;
+        }
+        column().next().map(Constant::natural_type).unwrap_or(Ty::Mixed)
     }
 
     /// Types the VALUES rows with the final types of their variables.
@@ -715,12 +717,21 @@ impl Scope {
                         for ((c, ty), v) in row.iter().zip(&tys).zip(&values.vars) {
                             misfit(ctx, c, ty, Some(v))?;
                         }
-                        let forms: Vec<String> = row.iter().map(show_constant).collect();
-                        let types: Vec<String> = tys.iter().map(Ty::name).collect();
-                        let vars: Vec<String> = values.vars.iter().map(|v| v.to_string()).collect();
+                        // the first value that does not fit the type the first row gave its variable
+                        let misfit = row
+                            .iter()
+                            .zip(&tys)
+                            .zip(&values.vars)
+                            .map(|((c, ty), v)| (c, ty, v))
+                            .find(|(c, ty, _)| coerce(ctx, c, ty).is_none());
+                        let Some((c, ty, v)) = misfit else { continue };
                         return Err(PlanError::BadInput {
-                            form: format!("[{}]", forms.join(" ")),
-                            message: format!("the values of {} must be of types {}", vars.join(" "), types.join(", ")),
+                            form: show_constant(c),
+                            message: format!(
+                                "given for {v}, it is {}, where the first of its values made {v} {}",
+                                c.natural_type().a_name(),
+                                ty.a_name()
+                            ),
                         });
                     }
                 }
