@@ -209,3 +209,30 @@ def test_closing_keeps_the_file_open_until_the_process_exits(tmp_path):
     # after that process exited, another one opens the file and sees both transactions
     out = session(path, "SELECT count(*) FROM mentat_q('[:find ?d :where [_ :db/doc ?d]]')")
     assert out == [[[2]]]
+
+
+def test_a_store_created_at_storage_version_1_5_opens_in_the_1_5_cli(tmp_path):
+    """README "Supported DuckDB versions": a file Python duckdb 2.0 creates with storage_compatibility_version
+    v1.5.0 keeps that version, so the DuckDB 1.5 CLI opens the store Python wrote (a default 2.0 file it cannot).
+    Each side runs in a process of its own, which releases the file when it ends."""
+    from conftest import cli
+    path = tmp_path / "shared.duckdb"
+    write = textwrap.dedent("""
+        import sys, duckdb
+        con = duckdb.connect(sys.argv[1], config={"allow_unsigned_extensions": "true",
+                                                  "storage_compatibility_version": "v1.5.0"})
+        con.execute(f"LOAD '{sys.argv[2]}'")
+        con.execute("SELECT * FROM mentat_transact('[{:db/ident :s/name :db/valueType :db.type/string "
+                    ":db/cardinality :db.cardinality/one}]')").fetchall()
+        con.execute("SELECT * FROM mentat_transact('[{:s/name \\"ann\\"} {:s/name \\"bob\\"}]')").fetchall()
+    """)
+    p = subprocess.run([sys.executable, "-c", write, str(path), str(EXT)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    rc, out, err = cli("SELECT n FROM mentat_q('[:find ?n :where [_ :s/name ?n]]') ORDER BY n;", db=path)
+    assert rc == 0, err
+    assert out.splitlines() == ["n", "ann", "bob"]
+    # and a 2.0 process opens it again after the CLI
+    con = connect(path)
+    assert sorted(rows(con, "SELECT n FROM mentat_q('[:find ?n :where [_ :s/name ?n]]')")) == [("ann",), ("bob",)]
+    con.close()
