@@ -771,6 +771,9 @@ def test_unbound_attribute(db):
     ('[:find ?n :where [?p :person/name ?n] [(re-find #"^a" ?n)]]', None,
      ["malformed EDN in query", 'line 1, column ', '#"^a" is a regular expression literal, which EDN does not have',
       '(re-pattern "^a")']),
+    # Clojure's symbolic doubles are named where edn-format stops at the character after them
+    ("[:find ?p :in $ ?d :where [?p :person/age ?a] [(< ?a ?d)]]", "[##Inf]",
+     ["malformed EDN in inputs", "##NaN, ##Inf and ##-Inf", "are not read"]),
     # a second form is refused, not dropped: after a query, after the inputs vector
     ("[:find ?e :where [?e :person/name _]] [:find ?x]", None,
      ["malformed EDN in query", "line 1, column 39", "a second form after the first"]),

@@ -349,7 +349,14 @@ impl EdnError {
 /// transaction of the first vector with the second silently lost (found by a new user's run, 2026-12-07). Blanks,
 /// commas, `;` comments and `#_` discarded forms may follow the form.
 pub fn read_edn(text: &str) -> Result<Value, EdnError> {
-    let v = read_edn_form(text).map_err(EdnError::from_parser)?;
+    let v = read_edn_form(text).map_err(|e| {
+        let mut e = EdnError::from_parser(e);
+        // edn-format reads `##NaN` as a tag and fails at what follows: say what it is
+        if text.contains("##") {
+            e.reason.push_str(" (##NaN, ##Inf and ##-Inf, Clojure's symbolic values, are not read)");
+        }
+        e
+    })?;
     if let Some(at) = second_form(text) {
         let before = &text[..at];
         let line = before.matches('\n').count() + 1;
