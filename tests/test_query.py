@@ -208,6 +208,30 @@ def test_clojure_number_and_string_functions(db):
     assert "[(mod ?a ?b) ?m] divides by zero" in msg and "CASE" not in msg
 
 
+def test_contains_of_a_set_literal(db):
+    """clojure.core's `contains?` of a set literal, the Datomic idiom for "one of these values": membership of
+    strings, longs, keywords and refs (an ident or a lookup ref names the entity, as in a pattern); an empty set
+    holds nothing; under `not` the others. Of a vector Clojure tests indexes, so that is refused naming the set to
+    write; a value of another type is refused as `=` refuses it."""
+    got = q(db, '[:find ?n :where [?p :person/name ?n] [(contains? #{"alice" "eve" "zed"} ?n)]]')
+    assert sorted(got) == [("alice",), ("eve",)]
+    got = q(db, '[:find ?n :where [?p :person/name ?n] (not [(contains? #{"alice" "eve"} ?n)])]')
+    assert sorted(got) == [("bob",), ("carol",), ("dave",)]
+    got = q(db, "[:find ?n :where [?i :item/price ?p] [?i :item/name ?n] [(contains? #{5 20} ?p)]]")
+    assert sorted(got) == sorted((n,) for n, (p, _, _) in ITEMS.items() if p in (5, 20))
+    got = q(db, "[:find ?n :where [?i :item/tag ?t] [?i :item/name ?n] [(contains? #{:tag/c :tag/x} ?t)]]")
+    assert got == [("doohickey",)]
+    got = q(db, '[:find ?n :where [?p :person/role ?r] [?p :person/name ?n] [(contains? #{:role/admin} ?r)]]')
+    assert got == [("alice",)]
+    got = q(db, '[:find ?n :where [?p :person/manager ?m] [?p :person/name ?n] '
+                '[(contains? #{[:person/name "bob"]} ?m)]]')
+    assert got == [("dave",)]
+    assert q(db, "[:find ?n :where [?p :person/name ?n] [(contains? #{} ?n)]]") == []
+    assert "tests its indexes in Clojure" in error(db, "[:find ?n :where [?p :person/name ?n] [(contains? [0 1] ?n)]]")
+    assert "cannot compare a string with a long" in error(
+        db, "[:find ?n :where [?p :person/name ?n] [(contains? #{1 2} ?n)]]")
+
+
 def test_an_input_of_longs_and_doubles_is_numbers(db):
     """A collection or relation input holding longs and doubles in one position is doubles, as Clojure compares
     1 and 2.5 as numbers; a value of another kind is refused by name."""

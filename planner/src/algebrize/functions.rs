@@ -2,7 +2,7 @@
 //!
 //! Supported: comparisons `= != not= < <= > >=` (variadic, as in Clojure), arithmetic `+ - * /`
 //! (`/` always yields a double), `str`, `subs` (0-based, as in Clojure), `count` (string length),
-//! `starts-with?`, `ends-with?`, `includes?`, `re-find`, `re-matches`, `re-pattern`, `like` (SQL
+//! `starts-with?`, `ends-with?`, `includes?`, `contains?` (of a set literal), `re-find`, `re-matches`, `re-pattern`, `like` (SQL
 //! LIKE), type predicates (`string?`, `keyword?`, `int?`, `double?`, `number?`, `boolean?`,
 //! `inst?`, `uuid?`, decided from the schema's types at compile time), `ground`, `get-else`,
 //! `get-some`, `missing?`, `tuple`, `untuple`, `identity`, and the log functions `tx-ids` and `tx-data`
@@ -41,7 +41,7 @@ pub(crate) const COMPARISONS: [(&str, BinOp); 8] = [
 /// "Datalog: what the query language covers" says the same).
 const FUNCTIONS: &str = "the functions are = == != not= < <= > >=, + - * / inc dec quot rem mod max min even? odd?, \
      str subs count starts-with? ends-with? includes? upper-case lower-case trim blank? like, re-pattern re-find \
-     re-matches, identity tuple untuple ground, get-else get-some missing?, tx-ids tx-data fulltext, and the type \
+     re-matches, contains? (of a set), identity tuple untuple ground, get-else get-some missing?, tx-ids tx-data fulltext, and the type \
      predicates string? keyword? int? double? number? boolean? inst? uuid? uri? bytes?";
 
 impl Scope {
@@ -333,6 +333,36 @@ impl Scope {
                 );
                 let value = if name == "re-find" { Expr::Func("regexp_extract", vec![s, re]) } else { s };
                 Ok((TExpr::new(Expr::Case { whens: vec![(matches, value)], otherwise: None }, Ty::STRING), true))
+            }
+            // clojure.core's `contains?` of a set literal: membership, each element compared as `=` compares
+            // it (so a value of another type than the variable's is refused as `=` refuses it). Of a vector
+            // Clojure's `contains?` tests indexes, which no query means: refused with the set to write instead.
+            "contains?" => {
+                Self::arity(call, &[2])?;
+                let items: Vec<Value> = match &call.args[0] {
+                    Term::Const(Value::Set(items)) => items.iter().cloned().collect(),
+                    Term::Const(v @ (Value::Vector(_) | Value::List(_))) => {
+                        return Err(PlanError::syntax(
+                            v,
+                            "contains? of a vector tests its indexes in Clojure, not its values: write the values \
+                             as a set #{...}",
+                        ))
+                    }
+                    _ => {
+                        return Err(PlanError::unsupported(form, "contains? takes a set literal #{...}, then a value"))
+                    }
+                };
+                let x = self.operand(ctx, &call.args[1], form)?;
+                let mut eqs = Vec::with_capacity(items.len());
+                for item in &items {
+                    let c = Operand::Const(read_constant(ctx, item, form)?);
+                    eqs.push(compare(ctx, BinOp::Eq, &x, &c, form)?);
+                }
+                boolean(match eqs.len() {
+                    0 => Expr::bool(false),
+                    1 => eqs.remove(0),
+                    _ => Expr::Or(eqs),
+                })
             }
             "identity" => {
                 Self::arity(call, &[1])?;
