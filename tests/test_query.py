@@ -232,6 +232,19 @@ def test_contains_of_a_set_literal(db):
         db, "[:find ?n :where [?p :person/name ?n] [(contains? #{1 2} ?n)]]")
 
 
+def test_an_ignored_input(db):
+    """`_` in `:in` takes an input and binds nothing (DataScript's BindIgnore), before or after other bindings and
+    beside a rule set; the input still counts, so leaving it out is the wrong number of inputs."""
+    got = q(db, "[:find ?n :in $ _ ?a :where [?p :person/age ?a] [?p :person/name ?n]]", '["unused" 25]')
+    assert sorted(got) == [("bob",), ("eve",)]
+    got = q(db, "[:find ?n :in $ ?a _ :where [?p :person/age ?a] [?p :person/name ?n]]", "[40 [1 2 3]]")
+    assert got == [("dave",)]
+    got = q(db, "[:find ?n :in $ _ % :where (old ?n)]", "[0 [[(old ?n) [?p :person/age ?a] [(> ?a 35)] "
+                                                        "[?p :person/name ?n]]]]")
+    assert got == [("dave",)]
+    assert "wrong number of inputs" in error(db, "[:find ?n :in $ _ :where [?p :person/name ?n]]", "[]")
+
+
 def test_an_input_of_longs_and_doubles_is_numbers(db):
     """A collection or relation input holding longs and doubles in one position is doubles, as Clojure compares
     1 and 2.5 as numbers; a value of another kind is refused by name."""

@@ -62,6 +62,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
         Bind(&'q Binding),
         Pattern(&'q String),
         Source(&'q String),
+        Ignore,
     }
     let mut bindings = Vec::new();
     let mut sources = 0;
@@ -82,6 +83,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
             InBinding::Rules => bindings.push(Slot::Rules),
             InBinding::Bind(b) => bindings.push(Slot::Bind(b)),
             InBinding::Pattern(name) => bindings.push(Slot::Pattern(name)),
+            InBinding::Ignore => bindings.push(Slot::Ignore),
         }
     }
     if sources > 1 {
@@ -105,7 +107,7 @@ pub fn read_inputs(ctx: &Ctx, query: &Query, inputs_edn: Option<&str>) -> Result
     let mut out = Inputs::default();
     for (i, (b, v)) in bindings.into_iter().zip(&values).enumerate() {
         let b = match b {
-            Slot::Rules => continue,
+            Slot::Rules | Slot::Ignore => continue,
             Slot::Pattern(name) => {
                 out.patterns.push((name.clone(), v.clone()));
                 continue;

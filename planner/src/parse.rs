@@ -137,6 +137,9 @@ pub enum InBinding {
     /// A plain symbol (`pattern`): a pull pattern given as an input, named in `(pull ?e pattern)` (Datomic's
     /// pattern input).
     Pattern(String),
+    /// `_`: an input given and not used (DataScript's `BindIgnore`; Datomic's grammar has `_` only inside
+    /// tuples).
+    Ignore,
 }
 
 /// A binding form, shared by `:in` and function clauses. `None` elements are `_`.
@@ -1064,7 +1067,8 @@ fn in_binding(v: &Value) -> Result<InBinding, PlanError> {
     match v {
         Value::Symbol(s) if s.name().starts_with('$') => Ok(InBinding::Source(s.name().to_string())),
         Value::Symbol(s) if s.name() == "%" => Ok(InBinding::Rules),
-        Value::Symbol(s) if s.namespace().is_none() && !s.name().starts_with('?') && s.name() != "_" => {
+        Value::Symbol(s) if s.namespace().is_none() && s.name() == "_" => Ok(InBinding::Ignore),
+        Value::Symbol(s) if s.namespace().is_none() && !s.name().starts_with('?') => {
             Ok(InBinding::Pattern(s.name().to_string()))
         }
         other => binding(other).map(InBinding::Bind),
