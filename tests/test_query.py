@@ -639,6 +639,20 @@ def test_order_limit_offset(db):
         [("dave",)]
 
 
+def test_ordering_by_an_aggregate_is_done_in_sql(db):
+    """`:order` takes variables (Mentat's `:order`); an aggregate there is refused with the SQL that orders by it,
+    and that SQL gives the ranking."""
+    query = "[:find ?a (count ?p) :where [?p :person/age ?a] :order (desc (count ?p))]"
+    msg = error(db, query)
+    assert "to order by an aggregate, order the answer in SQL" in msg and "ORDER BY count_e DESC" in msg
+    got = db.execute("SELECT a, count_p FROM mentat_q('[:find ?a (count ?p) :where [?p :person/age ?a]]') "
+                     "ORDER BY count_p DESC, a").fetchall()
+    counts = {}
+    for n in PEOPLE:
+        counts[AGE[n]] = counts.get(AGE[n], 0) + 1
+    assert got == sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def test_constant_find_variables_in_grouping_and_ordering(db):
     # ?x is a constant (ground, scalar input): it groups nothing and orders nothing
     assert q(db, "[:find ?x (count ?p) :where [?p :person/age _] [(ground 5) ?x]]") == [(5, 5)]

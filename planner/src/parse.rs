@@ -1048,19 +1048,30 @@ fn order_by(items: &[Value]) -> Result<Vec<OrderBy>, PlanError> {
                     (v, Value::Keyword(k)) => (k.name().to_string(), v),
                     _ => return Err(PlanError::syntax(item, "expected (asc ?x) or (desc ?x)")),
                 };
-                let var = var(v).ok_or_else(|| PlanError::syntax(item, ":order takes variables"))?;
-                match dir.as_str() {
-                    "asc" | "desc" => out.push(OrderBy { var, descending: dir == "desc" }),
-                    _ => return Err(PlanError::syntax(item, "expected (asc ?x) or (desc ?x)")),
+                if !matches!(dir.as_str(), "asc" | "desc") {
+                    return Err(PlanError::syntax(item, order_message(item)));
                 }
+                let var = var(v).ok_or_else(|| PlanError::syntax(item, order_message(v)))?;
+                out.push(OrderBy { var, descending: dir == "desc" });
             }
             other => {
-                let var = var(other).ok_or_else(|| PlanError::syntax(other, ":order takes variables"))?;
+                let var = var(other).ok_or_else(|| PlanError::syntax(other, order_message(other)))?;
                 out.push(OrderBy { var, descending: false });
             }
         }
     }
     Ok(out)
+}
+
+/// The error for what `:order` cannot take: an aggregate or another call (a list) gets the SQL that orders by it.
+fn order_message(v: &Value) -> &'static str {
+    match v {
+        Value::List(_) => {
+            ":order takes variables of :find or :with, as (asc ?x) or (desc ?x); to order by an aggregate, order \
+             the answer in SQL: SELECT * FROM mentat_q('...') ORDER BY count_e DESC (the aggregate's column name)"
+        }
+        _ => ":order takes variables of :find or :with, as ?x, (asc ?x) or (desc ?x)",
+    }
 }
 
 fn in_binding(v: &Value) -> Result<InBinding, PlanError> {
