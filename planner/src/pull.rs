@@ -1465,7 +1465,20 @@ impl Compiler<'_> {
     ) -> Result<String, PlanError> {
         let schema = self.ctx.schema;
         let one = |v: &Value| -> Result<String, PlanError> {
-            let lit = typed_literal(v, attr, d, schema, self.dialect)?;
+            // Datomic returns a default of any type; here the field is a typed column of the answer's STRUCT
+            let lit = typed_literal(v, attr, d, schema, self.dialect).map_err(|e| match e {
+                PlanError::TypeMismatch { form, message } => PlanError::TypeMismatch {
+                    form,
+                    message: format!(
+                        "{message}: a pull's :default takes {}'s own type, because the field is a typed column of \
+                         the answer (a default of another type goes in SQL around the call: \
+                         coalesce(CAST(pull.\"{}\" AS VARCHAR), '...'))",
+                        attr.ident,
+                        attr.ident.trim_start_matches(':')
+                    ),
+                },
+                other => other,
+            })?;
             Ok(if attr.value_type == ValueType::Ref || reverse {
                 self.struct_value([("db/id", lit.as_str())])
             } else {
