@@ -2,8 +2,8 @@
 //!
 //! Supported: comparisons `= != not= < <= > >=` (variadic, as in Clojure), arithmetic `+ - * /`
 //! (`/` always yields a double), `str`, `subs` (0-based, as in Clojure), `count` (string length),
-//! `starts-with?`, `ends-with?`, `includes?`, `contains?` (of a set literal), `re-find`, `re-matches`, `re-pattern`, `like` (SQL
-//! LIKE), type predicates (`string?`, `keyword?`, `int?`, `double?`, `number?`, `boolean?`,
+//! `starts-with?`, `ends-with?`, `includes?`, `contains?` (of a set literal), `re-find`, `re-matches`,
+//! `re-pattern`, `like` (SQL LIKE), type predicates (`string?`, `keyword?`, `int?`, `double?`, `number?`, `boolean?`,
 //! `inst?`, `uuid?`, decided from the schema's types at compile time), `ground`, `get-else`,
 //! `get-some`, `missing?`, `tuple`, `untuple`, `identity`, and the log functions `tx-ids` and `tx-data`
 //! (see `txlog.rs`). A function that returns nil binds
@@ -41,8 +41,8 @@ pub(crate) const COMPARISONS: [(&str, BinOp); 8] = [
 /// "Datalog: what the query language covers" says the same).
 const FUNCTIONS: &str = "the functions are = == != not= < <= > >=, + - * / inc dec quot rem mod max min even? odd?, \
      str subs count starts-with? ends-with? includes? upper-case lower-case trim blank? like, re-pattern re-find \
-     re-matches, contains? (of a set), identity tuple untuple ground, get-else get-some missing?, tx-ids tx-data fulltext, and the type \
-     predicates string? keyword? int? double? number? boolean? inst? uuid? uri? bytes?";
+     re-matches, contains? (of a set), identity tuple untuple ground, get-else get-some missing?, tx-ids tx-data \
+     fulltext, and the type predicates string? keyword? int? double? number? boolean? inst? uuid? uri? bytes?";
 
 impl Scope {
     /// `[(pred args...)]`: a boolean filter.
