@@ -232,6 +232,33 @@ def test_contains_of_a_set_literal(db):
         db, "[:find ?n :where [?p :person/name ?n] [(contains? #{1 2} ?n)]]")
 
 
+def test_an_unbound_attributes_value_meets_values_of_its_own_class_only(con):
+    """`[?e ?a ?v]` over attributes of several types holds `?v` as text; a string "30" and a long 30 are one text
+    there, but Datomic's equality never makes a string equal a long or a keyword. Joined with a typed attribute,
+    given as an input (scalar or collection) or compared in a predicate, such a value matches values of its
+    attribute's class only, whichever clause comes first."""
+    transact(con, "[{:db/ident :x/s :db/valueType :db.type/string :db/cardinality :db.cardinality/one}"
+                  " {:db/ident :x/l :db/valueType :db.type/long :db/cardinality :db.cardinality/one}"
+                  " {:db/ident :x/k :db/valueType :db.type/keyword :db/cardinality :db.cardinality/one}]")
+    ids = transact(con, '[{:db/id "s" :x/s "30"} {:db/id "l" :x/l 30} {:db/id "k" :x/k :a/b}'
+                        ' {:db/id "s2" :x/s ":a/b"}]')["tempids"]
+    attr = {i: e for i, e in q(con, "[:find ?i ?a :in $ [?i ...] :where [?a :db/ident ?i]]", "[[:x/s :x/l :x/k]]")}
+    s, l, k, s2 = ids["s"], ids["l"], ids["k"], ids["s2"]
+    strings = sorted([(s, attr[":x/s"]), (s2, attr[":x/s"])])
+    assert sorted(q(con, "[:find ?e ?a :where [?x :x/s ?v] [?e ?a ?v]]")) == strings
+    assert sorted(q(con, "[:find ?e ?a :where [?e ?a ?v] [?x :x/s ?v]]")) == strings
+    assert q(con, "[:find ?e :where [?e ?a ?v] [?x :x/l ?v]]") == [(l,)]
+    assert q(con, "[:find ?e :in $ ?v :where [?e ?a ?v]]", '["30"]') == [(s,)]
+    assert q(con, "[:find ?e :in $ ?v :where [?e ?a ?v]]", "[30]") == [(l,)]
+    assert q(con, "[:find ?e :in $ ?v :where [?e ?a ?v]]", "[:a/b]") == [(k,)]
+    assert sorted(q(con, "[:find ?e :in $ [?v ...] :where [?e ?a ?v]]", '[["30" :a/b]]')) == sorted([(s,), (k,)])
+    assert q(con, '[:find ?e :where [?e ?a ?v] [(= ?v "30")]]') == [(s,)]
+    assert q(con, '[:find ?e :where [?e ?a ?v] [(= ?v ":a/b")]]') == [(s2,)]
+    assert q(con, "[:find ?e :where [?e ?a ?v] [(> ?e 65535)] [(< ?v 31)]]") == [(l,)]
+    got = q(con, '[:find ?e :where [?e ?a ?v] [(> ?e 65535)] [(< ?e 100000)] [(not= ?v "30")]]')
+    assert sorted(got) == sorted([(l,), (k,), (s2,)])
+
+
 def test_an_ignored_input(db):
     """`_` in `:in` takes an input and binds nothing (DataScript's BindIgnore), before or after other bindings and
     beside a rule set; the input still counts, so leaving it out is the wrong number of inputs."""

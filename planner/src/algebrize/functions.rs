@@ -666,6 +666,23 @@ fn as_text(t: TExpr) -> Expr {
 /// One comparison of two operands, with Datomic's type rules: constants take the other side's
 /// type (a keyword compared with a ref is its entid); incomparable classes are an error.
 fn compare(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Result<Expr, PlanError> {
+    let e = compare_values(ctx, op, a, b, form)?;
+    // a mixed value (an unbound attribute's, as text) compares only with values of its own attribute's class
+    let ty_of = |o: &Operand| match o {
+        Operand::Typed(t) => t.ty.clone(),
+        Operand::Const(c) => c.natural_type(),
+    };
+    let checks: Vec<Expr> = [(a, b), (b, a)]
+        .into_iter()
+        .filter_map(|(x, y)| match x {
+            Operand::Typed(t) => t.same_class(&ty_of(y)),
+            Operand::Const(_) => None,
+        })
+        .collect();
+    Ok(if checks.is_empty() { e } else { Expr::all([vec![e], checks].concat()) })
+}
+
+fn compare_values(ctx: &Ctx, op: BinOp, a: &Operand, b: &Operand, form: &Value) -> Result<Expr, PlanError> {
     if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
         if let Some(e) = ordered_mixed(ctx, op, a, b, form)? {
             return Ok(e);

@@ -63,11 +63,41 @@ pub struct TExpr {
     /// The type came from input constants and may be refined by the first pattern that binds the
     /// variable (a keyword input joined with a ref column becomes an entid).
     pub refinable: bool,
+    /// For a value of the mixed fallback type (an unbound attribute's `v`, as text), the class of the attribute
+    /// each row's value has ([`class_tag`]): the text "30" of a string and of a long are one text, and only this
+    /// tells them apart when the value meets a typed one.
+    pub tag: Option<Box<Expr>>,
 }
 
 impl TExpr {
     pub fn new(expr: Expr, ty: Ty) -> TExpr {
-        TExpr { expr, ty, refinable: false }
+        TExpr { expr, ty, refinable: false, tag: None }
+    }
+
+    /// The condition that this value, when it is of the mixed fallback type with a tag, is of `other`'s class
+    /// (Datomic's equality never makes a string equal a long or a keyword); None when there is nothing to check.
+    pub(crate) fn same_class(&self, other: &Ty) -> Option<Expr> {
+        let tag = self.tag.as_ref()?;
+        if self.ty != Ty::Mixed || *other == Ty::Mixed {
+            return None;
+        }
+        Some(Expr::eq((**tag).clone(), Expr::str(class_tag(other))))
+    }
+}
+
+/// The tag of a type's class, as the mixed fallback's rows carry it ([`TExpr::tag`]).
+pub(crate) fn class_tag(ty: &Ty) -> &'static str {
+    match ty.class() {
+        crate::types::Class::Number => "number",
+        crate::types::Class::Text => "text",
+        crate::types::Class::Keyword => "keyword",
+        crate::types::Class::Symbol => "symbol",
+        crate::types::Class::Boolean => "boolean",
+        crate::types::Class::Instant => "instant",
+        crate::types::Class::Uuid => "uuid",
+        crate::types::Class::Bytes => "bytes",
+        crate::types::Class::Tuple => "tuple",
+        crate::types::Class::Any => "any",
     }
 }
 
@@ -253,7 +283,12 @@ impl Scope {
         match existing {
             None => {}
             Some(VarBinding::Const(c)) => match coerce(ctx, &c, &bound.ty) {
-                Some(lit) => self.alg.filters.push(Expr::eq(bound.expr.clone(), lit)),
+                Some(lit) => {
+                    self.alg.filters.push(Expr::eq(bound.expr.clone(), lit));
+                    if let Some(check) = bound.same_class(&c.natural_type()) {
+                        self.alg.filters.push(check);
+                    }
+                }
                 None => {
                     misfit(ctx, &c, &bound.ty, Some(var))?;
                     self.prune(format!("{var} is {} but must be {}", show_constant(&c), bound.ty.name()))
@@ -282,6 +317,14 @@ impl Scope {
                             }
                         }
                     } else if let Some(lit) = coerce(ctx, c, &bound.ty) {
+                        // a mixed value matches a constant of its own class only: the pair (tag, text)
+                        let lit = match bound.same_class(&c.natural_type()) {
+                            Some(_) => Expr::Struct(vec![
+                                (Name::new("c"), Expr::str(class_tag(&c.natural_type()))),
+                                (Name::new("v"), lit),
+                            ]),
+                            None => lit,
+                        };
                         if seen.insert(format!("{lit:?}")) {
                             lits.push(lit);
                         }
@@ -295,7 +338,13 @@ impl Scope {
                 };
                 let mut alternatives = Vec::new();
                 if !lits.is_empty() {
-                    alternatives.push(one_of(bound.expr.clone(), lits));
+                    let x = match &bound.tag {
+                        Some(tag) if bound.ty == Ty::Mixed => {
+                            Expr::Struct(vec![(Name::new("c"), (**tag).clone()), (Name::new("v"), bound.expr.clone())])
+                        }
+                        _ => bound.expr.clone(),
+                    };
+                    alternatives.push(one_of(x, lits));
                 }
                 for (attr, values) in lookups {
                     let lr = ctx.alias("lr");
@@ -327,14 +376,18 @@ impl Scope {
                         // A refinable side (input values, typed when the scope finishes) takes the joined type.
                         let retype = |t: &TExpr| {
                             if t.refinable {
-                                TExpr { expr: t.expr.clone(), ty: ty.clone(), refinable: true }
+                                TExpr { expr: t.expr.clone(), ty: ty.clone(), refinable: true, tag: t.tag.clone() }
                             } else {
                                 t.clone()
                             }
                         };
                         self.alg.filters.push(equate(&retype(&prev), &retype(&bound)));
+                        for check in [prev.same_class(&bound.ty), bound.same_class(&prev.ty)].into_iter().flatten() {
+                            self.alg.filters.push(check);
+                        }
                         if local {
-                            let refined = TExpr { expr: prev.expr.clone(), ty, refinable: false };
+                            let refined =
+                                TExpr { expr: prev.expr.clone(), ty, refinable: false, tag: prev.tag.clone() };
                             self.alg.bindings.insert(var.clone(), VarBinding::Expr(refined));
                         }
                     }
@@ -490,6 +543,9 @@ impl Scope {
                     (v, Some("v".into())),
                     (Expr::col(&d, "tx"), Some("tx".into())),
                 ];
+                if v_ty == Ty::Mixed {
+                    items.push((Expr::str(class_tag(&crate::types::attr_ty(a))), Some("vc".into())));
+                }
                 if ctx.history() {
                     items.push((Expr::col(&d, "added"), Some("added".into())));
                 }
@@ -513,7 +569,11 @@ impl Scope {
             if (col == "added" && !ctx.history()) || (col == "v" && v_const.is_some()) {
                 continue;
             }
-            self.bind_term(ctx, &t[i], TExpr::new(Expr::col(&alias, col), ty), form)?;
+            let mut te = TExpr::new(Expr::col(&alias, col), ty);
+            if col == "v" && te.ty == Ty::Mixed {
+                te.tag = Some(Box::new(Expr::col(&alias, "vc")));
+            }
+            self.bind_term(ctx, &t[i], te, form)?;
         }
         Ok(())
     }
@@ -673,7 +733,7 @@ impl Scope {
         });
         for (i, var) in vars.iter().enumerate() {
             let ty = self.values_column_type(i);
-            let te = TExpr { expr: Expr::Col(alias.clone(), columns[i].clone()), ty, refinable: true };
+            let te = TExpr { expr: Expr::Col(alias.clone(), columns[i].clone()), ty, refinable: true, tag: None };
             // A var bound both by an earlier clause and by these values joins as usual.
             self.bind(ctx, var, te, &Value::Vector(vec![]))?;
         }
