@@ -664,6 +664,19 @@ def test_order_limit_offset(db):
         [("carol",), ("alice",), ("bob",), ("dave",)]
     assert q(db, "[:find ?n :where [?p :person/name ?n] [?p :person/born ?b] :order (desc ?b) :limit 1]") == \
         [("dave",)]
+    # an order variable outside :find and :with keeps the answer a set: each find tuple once, placed by the
+    # variable's least value (asc) or greatest (desc) among its rows
+    ages = sorted(set(AGE.values()))
+    first = {a: min(n for n in PEOPLE if AGE[n] == a) for a in ages}
+    last = {a: max(n for n in PEOPLE if AGE[n] == a) for a in ages}
+    assert q(db, "[:find ?a :where [?p :person/age ?a] [?p :person/name ?n] :order ?n]") == \
+        [(a,) for a in sorted(ages, key=lambda a: first[a])]
+    assert q(db, "[:find ?a :where [?p :person/age ?a] [?p :person/name ?n] :order (desc ?n)]") == \
+        [(a,) for a in sorted(ages, key=lambda a: last[a], reverse=True)]
+    assert len(q(db, "[:find ?a :where [?p :person/age ?a] [?p :person/name ?n] :order ?n :limit 2]")) == 2
+    # beside :with, the bag is the :with variables' (one row per person here)
+    assert q(db, "[:find ?a :with ?p :where [?p :person/age ?a] [?p :person/name ?n] :order ?n]") == \
+        [(AGE[n],) for n in sorted(PEOPLE)]
 
 
 def test_ordering_by_an_aggregate_is_done_in_sql(db):

@@ -153,6 +153,23 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
             ));
         }
     }
+    // An `:order` variable that is neither found nor in `:with` must not make the answer a bag (its values would
+    // part rows of equal find tuples): the rows are grouped by the find (and `:with`) variables and ordered by
+    // the variable's least value (`asc`) or greatest (`desc`) within each.
+    let order_only: Vec<&Var> =
+        query.order.iter().map(|o| &o.var).filter(|v| !find_vars.contains(v) && !query.with.contains(v)).collect();
+    let grouped_order = aggs.is_empty() && !order_only.is_empty();
+    if grouped_order {
+        select.group_by =
+            find_vars.iter().chain(&query.with).map(|v| lookup(v).expr).filter(|e| !is_literal(e)).collect();
+        if select.group_by.is_empty() {
+            select.having.push(Expr::bin(
+                BinOp::Gt,
+                Expr::Agg { func: "count", distinct: false, args: vec![] },
+                Expr::int(0),
+            ));
+        }
+    }
     // Ordering by a constant is a no-op, and DuckDB reads an integer literal in ORDER BY as a column position
     // (and rejects other literals): leave constants out.
     select.order_by = query
@@ -160,9 +177,17 @@ pub fn emit(ctx: &Ctx, query: &Query, alg: &Algebra) -> Result<CompiledQuery, Pl
         .iter()
         .map(|o| {
             let t = lookup(&o.var);
-            (if t.ty.is_keyword() { keyword_order(t.expr) } else { t.expr }, o.descending)
+            (if t.ty.is_keyword() { keyword_order(t.expr) } else { t.expr }, o)
         })
         .filter(|(e, _)| !is_literal(e))
+        .map(|(e, o)| {
+            if grouped_order && order_only.contains(&&o.var) {
+                let func = if o.descending { "max" } else { "min" };
+                (Expr::Agg { func, distinct: false, args: vec![e] }, o.descending)
+            } else {
+                (e, o.descending)
+            }
+        })
         .collect();
     select.limit = bound(alg, query.limit.as_ref())?;
     select.offset = bound(alg, query.offset.as_ref())?;
