@@ -259,6 +259,31 @@ def test_an_unbound_attributes_value_meets_values_of_its_own_class_only(con):
     assert sorted(got) == sorted([(l,), (k,), (s2,)])
 
 
+def test_exact_numbers_and_floats_in_functions_and_predicates(con):
+    """Clojure's numeric contagion in `+ - *`: a bigdec makes a bigdec (exact: 1.25M + 1 is 2.25M), a bigint a
+    bigint (12345678901234567890N + 1 past a long's range), a double or a float a double; `/` a double. A float
+    attribute's value compares with a query's 0.1 as the stored float 0.1, in a predicate as in a pattern; `float?`
+    and `number?` hold for floats."""
+    from decimal import Decimal
+    transact(con, "[{:db/ident :n/f :db/valueType :db.type/float :db/cardinality :db.cardinality/one}"
+                  " {:db/ident :n/d :db/valueType :db.type/bigdec :db/cardinality :db.cardinality/one}"
+                  " {:db/ident :n/i :db/valueType :db.type/bigint :db/cardinality :db.cardinality/one}]")
+    ids = transact(con, '[{:db/id "a" :n/f 0.1 :n/d 1.25M :n/i 12345678901234567890N} {:db/id "b" :n/f 2.5}]')
+    a, b = ids["tempids"]["a"], ids["tempids"]["b"]
+    assert q(con, "[:find ?x . :where [(+ 1.25M 1) ?x]]") == [(Decimal("2.25"),)]
+    assert q(con, "[:find ?x . :where [?e :n/d ?d] [(* ?d 2) ?x]]") == [(Decimal("2.5"),)]
+    assert q(con, "[:find ?x . :where [(+ 1.5M 1.25M) ?x]]") == [(Decimal("2.75"),)]
+    assert q(con, "[:find ?x . :where [(* 12.5M 10.0M) ?x]]") == [(Decimal("125"),)]
+    assert q(con, "[:find ?x . :where [(- 1.5M) ?x]]") == [(Decimal("-1.5"),)]
+    assert q(con, "[:find ?x . :where [?e :n/i ?i] [(+ ?i 1) ?x]]") == [(12345678901234567891,)]
+    assert q(con, "[:find ?x . :where [?e :n/d ?d] [(+ ?d 0.5) ?x]]") == [(1.75,)]
+    assert q(con, "[:find ?x . :where [?e :n/f ?f] [(> ?f 1)] [(+ ?f 1) ?x]]") == [(3.5,)]
+    assert q(con, "[:find ?e :where [?e :n/f ?f] [(= ?f 0.1)]]") == [(a,)]
+    assert q(con, "[:find ?e :where [?e :n/f 0.1]]") == [(a,)]
+    assert q(con, "[:find ?e :where [?e :n/f ?f] [(> ?f 0.1)]]") == [(b,)]
+    assert sorted(q(con, "[:find ?e :where [?e :n/f ?f] [(float? ?f)] [(number? ?f)]]")) == sorted([(a,), (b,)])
+
+
 def test_an_ignored_input(db):
     """`_` in `:in` takes an input and binds nothing (DataScript's BindIgnore), before or after other bindings and
     beside a rule set; the input still counts, so leaving it out is the wrong number of inputs."""

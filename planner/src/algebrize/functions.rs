@@ -495,10 +495,33 @@ impl Scope {
             "*" => (BinOp::Mul, 1),
             _ => (BinOp::Div, 1),
         };
-        let double = op == BinOp::Div || args.iter().any(|a| a.ty == Ty::DOUBLE);
-        let ty = if double { Ty::DOUBLE } else { Ty::LONG };
-        let mut exprs: Vec<Expr> =
-            args.into_iter().map(|a| if double { a.expr.cast("DOUBLE") } else { a.expr }).collect();
+        // Clojure's contagion: a double or float makes a double (`/` always does here); else a bigdec a bigdec, a
+        // bigint a bigint, and longs stay longs
+        let has = |t: ValueType| args.iter().any(|a| a.ty == Ty::Value(t));
+        let double = op == BinOp::Div || has(ValueType::Double) || has(ValueType::Float);
+        if !double && has(ValueType::BigDec) {
+            return Ok(bigdec_arithmetic(op, unit, args));
+        }
+        let big = !double && has(ValueType::BigInt);
+        let ty = if double {
+            Ty::DOUBLE
+        } else if big {
+            Ty::Value(ValueType::BigInt)
+        } else {
+            Ty::LONG
+        };
+        let mut exprs: Vec<Expr> = args
+            .into_iter()
+            .map(|a| {
+                if double {
+                    a.expr.cast("DOUBLE")
+                } else if big {
+                    a.expr.cast("HUGEINT")
+                } else {
+                    a.expr
+                }
+            })
+            .collect();
         if exprs.len() == 1 && matches!(op, BinOp::Sub | BinOp::Div) {
             let u = if double { Expr::Lit(Lit::Double(unit as f64)) } else { Expr::int(unit) };
             exprs.insert(0, u);
@@ -655,6 +678,31 @@ pub(crate) fn typed(ctx: &Ctx, op: Operand, form: &Value) -> Result<TExpr, PlanE
 }
 
 /// A value as text for `str`: strings and keywords as they are, other types cast.
+/// `+ - *` with a bigdec among the numbers (no double): exact in DuckDB's DECIMAL, each step's result a bigdec
+/// (`DECIMAL(38,18)`, the attribute type's). Longs and bigints enter as `DECIMAL(38,0)`. A product's operands go
+/// in at 9 decimal places so that its scale (their sum) stays 18 and it overflows only past 10^20 (DuckDB's
+/// DECIMAL has 38 digits; Clojure's BigDecimal has no bound).
+fn bigdec_arithmetic(op: BinOp, unit: i64, args: Vec<TExpr>) -> TExpr {
+    let dec = crate::schema::BIGDEC_SQL;
+    let bigdec = Ty::Value(ValueType::BigDec);
+    let mut exprs: Vec<Expr> =
+        args.into_iter().map(|a| if a.ty == bigdec { a.expr } else { a.expr.cast("DECIMAL(38,0)") }).collect();
+    if exprs.len() == 1 && op == BinOp::Sub {
+        exprs.insert(0, Expr::int(unit).cast("DECIMAL(38,0)"));
+    }
+    let mut it = exprs.into_iter();
+    let first = it.next().unwrap_or_else(|| Expr::int(unit).cast("DECIMAL(38,0)"));
+    let folded = it.fold(first, |acc, e| {
+        let step = if op == BinOp::Mul {
+            Expr::bin(op, acc.cast("DECIMAL(38,9)"), e.cast("DECIMAL(38,9)"))
+        } else {
+            Expr::bin(op, acc, e)
+        };
+        step.cast(dec)
+    });
+    TExpr::new(folded.cast(dec), bigdec)
+}
+
 fn as_text(t: TExpr) -> Expr {
     if t.ty.sql_type() == "VARCHAR" {
         t.expr
@@ -775,6 +823,11 @@ fn const_for(ctx: &Ctx, c: &Constant, ty: &Ty, form: &Value) -> Result<Expr, Pla
         (Ty::Value(ValueType::Ref), Constant::LookupRef { .. }) => {
             coerce(ctx, c, ty).ok_or_else(|| PlanError::type_mismatch(form, "bad lookup ref"))
         }
+        // a float attribute's values are single precision: the constant is too, as a pattern's constant is (the
+        // query's 0.1 is the stored float 0.1, not a double a little below it)
+        (Ty::Value(ValueType::Float), Constant::Double(_) | Constant::Long(_)) => {
+            literal(c).map(|l| l.cast("FLOAT")).ok_or_else(|| PlanError::type_mismatch(form, "not a number"))
+        }
         _ => {
             check_classes(ty, &natural, form)?;
             literal(c).ok_or_else(|| PlanError::type_mismatch(form, "a lookup ref compared with a non-ref"))
@@ -789,8 +842,8 @@ fn type_predicate(name: &str) -> Option<&'static [ValueType]> {
         "string?" => &[T::String],
         "keyword?" => &[T::Keyword],
         "int?" | "integer?" | "long?" => &[T::Long, T::Ref],
-        "double?" | "float?" => &[T::Double],
-        "number?" => &[T::Long, T::Ref, T::Double],
+        "double?" | "float?" => &[T::Double, T::Float],
+        "number?" => &[T::Long, T::Ref, T::Double, T::Float, T::BigInt, T::BigDec],
         "boolean?" => &[T::Boolean],
         "inst?" => &[T::Instant],
         "uuid?" => &[T::Uuid],
