@@ -284,6 +284,21 @@ def test_exact_numbers_and_floats_in_functions_and_predicates(con):
     assert sorted(q(con, "[:find ?e :where [?e :n/f ?f] [(float? ?f)] [(number? ?f)]]")) == sorted([(a,), (b,)])
 
 
+def test_names_and_forms_a_user_writes(db):
+    """Variables that differ only in case are two columns (DuckDB's names are case-insensitive, so the second is
+    renamed); `:keys a/b` keeps the namespace, as Datomic's key `:a/b`; `(str)` is "" as in Clojure; a call
+    written without its parentheses is named as such."""
+    got = db.execute(*mentat_call("SELECT * FROM mentat_q", '[:find ?N ?n :where [?p :person/name ?n] '
+                                  '[(str ?n "!") ?N] [(= ?n "bob")]]'))
+    assert [d[0] for d in got.description] == ["N", "n_2"] and got.fetchall() == [("bob!", "bob")]
+    got = db.execute(*mentat_call("SELECT * FROM mentat_q", '[:find ?n ?a :keys person/name age '
+                                  ':where [?p :person/name ?n] [?p :person/age ?a] [(= ?n "bob")]]'))
+    assert [d[0] for d in got.description] == ["person/name", "age"] and got.fetchall() == [("bob", AGE["bob"])]
+    assert q(db, "[:find ?x . :where [(str) ?x]]") == [("",)]
+    msg = error(db, '[:find ?n :where [?p :person/name ?n] [= ?n "bob"]]')
+    assert "a predicate or function call goes in parentheses, as in [(= ...)]" in msg
+
+
 def test_an_ignored_input(db):
     """`_` in `:in` takes an input and binds nothing (DataScript's BindIgnore), before or after other bindings and
     beside a rule set; the input still counts, so leaving it out is the wrong number of inputs."""

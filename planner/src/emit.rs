@@ -457,10 +457,12 @@ fn aggregate(alg: &Algebra, a: &Aggregate, x: TExpr) -> Result<(Expr, Ty), PlanE
 
 /// A column name not used yet: `name`, else `name_2`, `name_3`, ...
 fn dedupe(columns: &[OutputColumn], name: String) -> String {
-    if !columns.iter().any(|c| c.name == name) {
+    // DuckDB's column names are case-insensitive: `?N` and `?n` are two variables but would be one column name
+    let taken = |n: &str| columns.iter().any(|c| c.name.to_lowercase() == n.to_lowercase());
+    if !taken(&name) {
         return name;
     }
-    (2..).map(|i| format!("{name}_{i}")).find(|n| !columns.iter().any(|c| &c.name == n)).unwrap_or(name)
+    (2..).map(|i| format!("{name}_{i}")).find(|n| !taken(n)).unwrap_or(name)
 }
 
 /// A literal, possibly cast: the projection of a constant-bound variable.

@@ -240,8 +240,13 @@ pub fn parse_query(text: &str) -> Result<Query, PlanError> {
                 let names = items
                     .iter()
                     .map(|v| match v {
-                        Value::Symbol(s) => Ok(s.name().to_string()),
-                        Value::Keyword(k) => Ok(k.name().to_string()),
+                        // a namespaced name keeps its namespace (Datomic's `:keys a/b` gives the key `:a/b`)
+                        Value::Symbol(s) => {
+                            Ok(s.namespace().map_or(s.name().to_string(), |n| format!("{n}/{}", s.name())))
+                        }
+                        Value::Keyword(k) => {
+                            Ok(k.namespace().map_or(k.name().to_string(), |n| format!("{n}/{}", k.name())))
+                        }
                         Value::String(s) => Ok(s.clone()),
                         other => Err(PlanError::syntax(other, format!(":{kind} takes names"))),
                     })
@@ -1143,6 +1148,16 @@ pub fn clause(v: &Value) -> Result<Clause, PlanError> {
                 [b] => Ok(Clause::Function { call: call(call_items, v)?, binding: binding(b)? }),
                 _ => Err(PlanError::syntax(v, "a function clause is [(f args...) binding]")),
             },
+            // `[= ?n "ann"]`: a call without its parentheses (no entity is a plain symbol)
+            Some(Value::Symbol(s)) if !s.name().starts_with('?') && !s.name().starts_with('$') && s.name() != "_" => {
+                Err(PlanError::syntax(
+                    v,
+                    format!(
+                        "a data pattern starts with an entity, not the symbol {s}: a predicate or function call goes \
+                         in parentheses, as in [({s} ...)] or [({s} ...) ?result]"
+                    ),
+                ))
+            }
             _ => {
                 let mut terms: Vec<Term> = items.iter().map(term).collect();
                 // `[$2 ?e :a ?v]`: the source is read back from the form (see `clause_source`)

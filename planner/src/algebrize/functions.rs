@@ -285,6 +285,8 @@ impl Scope {
         let text = |e: Expr| Ok((TExpr::new(e, Ty::STRING), false));
         match name {
             "+" | "-" | "*" | "/" => Ok((self.arithmetic(ctx, call)?, false)),
+            // Clojure's `(str)` is ""
+            "str" if call.args.is_empty() => text(Expr::str("")),
             "str" => {
                 let parts =
                     (0..call.args.len())
