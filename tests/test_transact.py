@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 
-from conftest import cli, rows, transact
+from conftest import cli, connect_with, rows, transact
 from mentat_helpers import (A, BOOLEAN, CLOSED, DB0, DOUBLE, KEYWORD, LONG, MANY, ONE, OPEN, REF, SCHEMA,
                             SCHEMA_DATOMS, STRING, T0, U0, UIDENTITY, UVALUE, cur, cur_tx, fails, hist, install)
 
@@ -697,3 +697,143 @@ def test_the_transaction_tempid_is_reported(db):
     r = transact(db, '[[:db/add "datomic.tx" :db/doc "why"] [:db/add "p" :user/name "P"]]')
     assert r["tempids"] == {"datomic.tx": r["tx"], "p": r["tempids"]["p"]}
     assert "datomic.tx" not in transact(db, '[[:db/add "q" :user/name "Q"]]')["tempids"]
+
+
+# Datomic sets :db/txInstant only on the transaction being committed ("datomic.tx", (transaction-tx)); a
+# transaction's instant never changes afterwards, since time travel by instant (as_of := TIMESTAMPTZ ...) picks
+# transactions by it.
+TX_RULE = "only the transaction being committed takes a :db/txInstant"
+
+
+def tx_instants(con, tx):
+    """(v, added) of every :db/txInstant datom ever asserted or retracted about entity `tx`."""
+    return con.execute("SELECT v::VARCHAR, added FROM mentat_datoms('EAVT', history := true) "
+                       "WHERE e = ? AND a = ':db/txInstant' ORDER BY tx, added", [tx]).fetchall()
+
+
+def names_as_of(con, when):
+    """The :user/name values as of the instant `when` (SQL TIMESTAMPTZ text), sorted."""
+    return sorted(con.execute("SELECT * FROM mentat_q('[:find ?n :where [_ :user/name ?n]]', "
+                              f"as_of := TIMESTAMPTZ '{when}')").fetchall())
+
+
+def test_a_past_transactions_instant_never_changes(db):
+    t1 = transact(db, '[[:db/add "datomic.tx" :user/email "tx1@x"] [:db/add "a" :user/name "a"]]')
+    t2 = transact(db, '[[:db/add "b" :user/name "b"]]')
+    tx1, inst1 = t1["tx"], t1["tx_instant"]
+    assert t1["tempids"]["datomic.tx"] == tx1
+    before = tx_instants(db, tx1)
+    assert len(before) == 1 and before[0][1] is True
+    at1 = inst1.isoformat()  # EDN #inst text of t1's instant
+    old = f'#inst "{at1}"'
+    new = '#inst "2001-01-01T00:00:00.000-00:00"'
+    written_new = '#inst "2001-01-01T00:00:00+00:00"'
+    refused = [
+        # asserting it on a past transaction: by entid, by lookup ref, by a tempid that upserts to it
+        (f"[[:db/add {tx1} :db/txInstant {new}]]", f"[:db/add {tx1} :db/txInstant {written_new}]", TX_RULE),
+        (f'[[:db/add [:user/email "tx1@x"] :db/txInstant {new}]]',
+         f'[:db/add [:user/email "tx1@x"] :db/txInstant {written_new}]', TX_RULE),
+        (f'[{{:db/id "t" :user/email "tx1@x" :db/txInstant {new}}}]', ":db/txInstant", TX_RULE),
+        # on any entity but the transaction being committed: a tempid other than "datomic.tx", a map without
+        # :db/id, an existing entity, an ident
+        (f'[[:db/add "t" :db/txInstant {new}]]', f'[:db/add "t" :db/txInstant {written_new}]', TX_RULE),
+        (f"[{{:db/txInstant {new}}}]", f"{{:db/txInstant {written_new}}}", TX_RULE),
+        (f"[[:db/add {t2['tempids']['b']} :db/txInstant {new}]]", ":db/txInstant", TX_RULE),
+        (f"[[:db/add :user/name :db/txInstant {new}]]", f"[:db/add :user/name :db/txInstant {written_new}]",
+         TX_RULE),
+        # retracting it, or compare-and-swapping it
+        (f"[[:db/retract {tx1} :db/txInstant {old}]]", f"[:db/retract {tx1} :db/txInstant", "never retracted"),
+        (f"[[:db/retract {tx1} :db/txInstant]]", f"[:db/retract {tx1} :db/txInstant]", "never retracted"),
+        (f"[[:db.fn/retractAttribute {tx1} :db/txInstant]]", f"[:db.fn/retractAttribute {tx1} :db/txInstant]",
+         "never retracted"),
+        (f"[[:db/cas {tx1} :db/txInstant {old} {new}]]", f"[:db/cas {tx1} :db/txInstant", "never retracted"),
+        # retracting a transaction entity, which would take its instant with it
+        (f"[[:db/retractEntity {tx1}]]", f"[:db/retractEntity {tx1}]", "is a transaction"),
+        (f"[[:db.fn/retractEntity {tx1}]]", f"[:db.fn/retractEntity {tx1}]", "is a transaction"),
+        ('[[:db/retractEntity [:user/email "tx1@x"]]]', '[:db/retractEntity [:user/email "tx1@x"]]',
+         "is a transaction"),
+    ]
+    for edn, form, why in refused:
+        msg = fails(db, edn, form, why)
+        assert ":db/txInstant" in msg and "never changes" in msg, msg
+        assert tx_instants(db, tx1) == before, edn
+    # time travel by instant still picks t1 by its own instant, and nothing before it
+    assert names_as_of(db, "2002-01-01 00:00:00+00") == []
+    assert names_as_of(db, inst1.isoformat()) == [("a",)]
+    assert names_as_of(db, t2["tx_instant"].isoformat()) == [("a",), ("b",)]
+    assert rows(db, f"SELECT count(*) FROM mentat.cur_9 WHERE e = {tx1}") == [(1,)]
+    assert rows(db, f"SELECT count(*) FROM mentat.hist_9 WHERE e = {tx1}") == [(0,)]
+
+    # what stays allowed: the current transaction's own instant (not backwards), annotating a past transaction
+    # with other attributes, retracting those annotations, retractEntity of ordinary entities
+    r = transact(db, '[[:db/add "datomic.tx" :db/txInstant #inst "2040-01-01T00:00:00.000-00:00"] '
+                     '[:db/add "datomic.tx" :db/doc "import"] [:db/add "c" :user/name "c"]]')
+    assert r["tx_instant"] == dt.datetime(2040, 1, 1, tzinfo=UTC)
+    assert rows(db, f"SELECT v FROM mentat.cur_9 WHERE e = {r['tx']}") == [(dt.datetime(2040, 1, 1, tzinfo=UTC),)]
+    r = transact(db, '[[:db/add (transaction-tx) :db/txInstant #inst "2041-01-01T00:00:00.000-00:00"]]')
+    assert r["tx_instant"] == dt.datetime(2041, 1, 1, tzinfo=UTC)
+    fails(db, '[[:db/add "datomic.tx" :db/txInstant #inst "2039-01-01T00:00:00.000-00:00"]]', "backwards")
+    assert transact(db, f'[[:db/add {tx1} :user/name "annotated"]]')["datoms"] == 2
+    assert transact(db, f'[[:db/retract {tx1} :user/name "annotated"]]')["datoms"] == 2
+    assert transact(db, f"[[:db/retractEntity {t2['tempids']['b']}]]")["datoms"] == 2
+    assert tx_instants(db, tx1) == before
+    assert names_as_of(db, inst1.isoformat()) == [("a",)]
+
+
+def datom_count(con):
+    """Datoms ever asserted or retracted in the default store."""
+    return con.execute("SELECT count(*) FROM mentat_datoms('EAVT', history := true)").fetchone()[0]
+
+
+@pytest.mark.parametrize("path", ["transact", "serial", "log", "tx", "many"])
+def test_no_write_path_changes_a_past_instant(path, tmp_path):
+    """The refusal holds on every write path: mentat_transact through group commit, the transactor without it
+    (MENTAT_GROUP_COMMIT=0), a group written to the transaction log (attributes held by the entity index),
+    mentat_tx, and mentat_transact_many, where the refused member fails alone and its neighbours commit."""
+    import duckdb
+    from test_group_commit import SCHEMA as U_SCHEMA, many, warm_index
+    env = {"MENTAT_GROUP_COMMIT": "0"} if path == "serial" else {}
+    if path == "log":
+        env["MENTAT_LOG_IDLE_MS"] = "600000"
+    con = connect_with(tmp_path / "p.duckdb", **env)
+    transact(con, U_SCHEMA)
+    t1 = transact(con, '[{:u/email "a@x" :u/n 1}]')
+    if path == "log":
+        warm_index(con)
+    tx1 = t1["tx"]
+    before = tx_instants(con, tx1)
+    refused = [f'[[:db/add {tx1} :db/txInstant #inst "2001-01-01T00:00:00.000-00:00"]]',
+               '[[:db/add "t" :db/txInstant #inst "2001-01-01T00:00:00.000-00:00"] [:db/add "t" :u/n 5]]',
+               f'[[:db/retract {tx1} :db/txInstant #inst "{t1["tx_instant"].isoformat()}"]]',
+               f"[[:db/retractEntity {tx1}]]"]
+    for edn in refused:
+        n = datom_count(con)
+        if path == "many":
+            got = many(con, ['[{:u/email "b@x" :u/n 2}]', edn, '[[:db/add [:u/email "b@x"] :u/n 3]]'])
+            assert [r["error"] is None for r in got] == [True, False, True], got
+            assert "never changes" in got[1]["error"] and got[1]["tx"] is None
+            assert got[2]["tx"] == got[0]["tx"] + 1  # the refused member took no tx
+            assert datom_count(con) == n + got[0]["datoms"] + got[2]["datoms"]
+        else:
+            with pytest.raises(duckdb.Error, match="never changes"):
+                if path == "tx":
+                    con.execute("SELECT mentat_tx(?)", [edn]).fetchall()
+                else:
+                    transact(con, edn)
+            assert datom_count(con) == n, edn
+        assert tx_instants(con, tx1) == before, edn
+    ns = "[:find ?n :where [_ :u/n ?n]]"
+    early = f"SELECT * FROM mentat_q('{ns}', as_of := TIMESTAMPTZ '2002-01-01 00:00:00+00')"
+    assert con.execute(early).fetchall() == []
+    assert con.execute(f"SELECT * FROM mentat_q('{ns}', as_of := ?)", [t1["tx_instant"]]).fetchall() == [(1,)]
+    # the current transaction's own instant still goes through every path
+    edn = '[[:db/add "datomic.tx" :db/txInstant #inst "2040-01-01T00:00:00.000-00:00"] [:db/add "t" :u/n 7]]'
+    if path == "many":
+        tx = many(con, [edn])[0]["tx"]
+    elif path == "tx":
+        tx = con.execute("SELECT mentat_tx(?)", [edn]).fetchone()[0]
+    else:
+        tx = transact(con, edn)["tx"]
+    assert [a for _, a in tx_instants(con, tx)] == [True]
+    assert str(2040) in tx_instants(con, tx)[0][0]
+    con.close()

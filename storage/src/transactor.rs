@@ -201,7 +201,10 @@ impl<'a> Tx<'a> {
             match t {
                 Term::Add { e, a, v, form } => {
                     let (e, v) = (self.entity(e, form)?, self.value(v, form)?);
-                    if e == self.tx && *a == layout::DB_TX_INSTANT {
+                    if *a == layout::DB_TX_INSTANT {
+                        if e != self.tx {
+                            return Err(tx_instant_elsewhere(form, e, self.new_entities.contains(&e)));
+                        }
                         if let Val::Instant(us) = v {
                             explicit_instant = Some((us, form.to_string()));
                         }
@@ -209,9 +212,20 @@ impl<'a> Tx<'a> {
                     }
                     adds.push((e, *a, v));
                 }
+                Term::Retract { a, form, .. } | Term::RetractAttribute { a, form, .. } | Term::Cas { a, form, .. }
+                    if *a == layout::DB_TX_INSTANT =>
+                {
+                    return Err(tx_instant_unchangeable(form));
+                }
                 Term::Retract { e, a, v, form } => retracts.push((self.entity(e, form)?, *a, self.value(v, form)?)),
                 Term::RetractAttribute { e, a, form } => retract_attrs.push((self.entity(e, form)?, *a)),
-                Term::RetractEntity { e, form } => retract_entities.push(self.entity(e, form)?),
+                Term::RetractEntity { e, form } => {
+                    let e = self.entity(e, form)?;
+                    if e >= layout::PART_TX_START {
+                        return Err(tx_entity_retracted(form, e));
+                    }
+                    retract_entities.push(e);
+                }
                 Term::Cas { e, a, old, new, form } => {
                     let old = match old {
                         Some(o) => Some(self.value(o, form)?),
@@ -225,6 +239,12 @@ impl<'a> Tx<'a> {
         adds.extend(self.check_cas(&cas)?);
         retracts.extend(self.expand_retract_entities(&retract_entities)?);
         retracts.extend(self.expand_retract_attributes(&retract_attrs)?);
+        // The forms above refuse every way of naming it; this catches an expansion that reaches one anyway (a
+        // component of a retracted entity that is a transaction entity).
+        if let Some(d) = retracts.iter().find(|d| d.1 == layout::DB_TX_INSTANT) {
+            let form = self.form_of(&terms, d, false).unwrap_or_else(|| "the transaction".to_string());
+            return Err(tx_entity_retracted(&form, d.0));
+        }
         let mut adds = dedupe(adds);
         let mut retracts = dedupe(retracts);
         check_internal_conflicts(&self.before, &adds, &retracts, &|d, added| self.form_of(&terms, d, added))?;
@@ -1063,6 +1083,42 @@ impl<'a> Tx<'a> {
         write_partitions(self.conn, self.store, &self.parts_before, &self.parts)?;
         trace.mark("write");
         Ok(())
+    }
+}
+
+/// What Datomic allows of `:db/txInstant`, for the errors below.
+const TX_INSTANT_RULE: &str = "only the transaction being committed takes a :db/txInstant ([:db/add \"datomic.tx\" \
+     :db/txInstant #inst \"...\"], or (transaction-tx)), and a transaction's instant never changes afterwards \
+     (time travel by instant depends on it)";
+
+/// The error for `form`, which asserts `:db/txInstant` on entity `e` (`new`: one its tempid made), not the
+/// transaction being committed.
+fn tx_instant_elsewhere(form: &FormText, e: Entid, new: bool) -> StorageError {
+    let which = if new { "a new entity" } else { "an existing entity" };
+    StorageError::BadForm {
+        form: form.to_string(),
+        reason: format!(
+            ":db/txInstant of entity {e} ({which}), which is not the transaction being committed: {TX_INSTANT_RULE}"
+        ),
+    }
+}
+
+/// The error for `form`, a `:db/retract`, `:db.fn/retractAttribute` or `:db/cas` of `:db/txInstant`.
+fn tx_instant_unchangeable(form: &FormText) -> StorageError {
+    StorageError::BadForm {
+        form: form.to_string(),
+        reason: format!(":db/txInstant is never retracted or compared-and-swapped: {TX_INSTANT_RULE}"),
+    }
+}
+
+/// The error for `form`, a `:db/retractEntity` that would retract transaction entity `e` and its `:db/txInstant`.
+fn tx_entity_retracted(form: &dyn std::fmt::Display, e: Entid) -> StorageError {
+    StorageError::BadForm {
+        form: form.to_string(),
+        reason: format!(
+            "entity {e} is a transaction, which :db/retractEntity does not retract (it would remove its \
+             :db/txInstant): {TX_INSTANT_RULE}"
+        ),
     }
 }
 
