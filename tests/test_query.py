@@ -1027,6 +1027,11 @@ def test_mentat_sql_inside_a_larger_statement(db):
     got = db.execute("SELECT count(*), sum(a) FROM query(mentat_sql("
                      "'[:find ?p ?a :where [?p :person/age ?a]]'))").fetchall()
     assert got == [(5, sum(AGE.values()))]
+    # a NULL inputs, store or options is the same as leaving it out; a NULL query gives NULL
+    got = db.execute("SELECT count(*), sum(a) FROM query(mentat_sql("
+                     "'[:find ?p ?a :where [?p :person/age ?a]]', NULL, NULL, NULL))").fetchall()
+    assert got == [(5, sum(AGE.values()))]
+    assert db.execute("SELECT mentat_sql(NULL, '[]')").fetchall() == [(None,)]
 
 
 def test_mentat_explain(db):

@@ -13,7 +13,8 @@
 //!
 //! A scalar function: constant arguments are folded when the calling statement is bound, so
 //! `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and transaction.
-//! NULL in, NULL out. The store name resolves against the caller's search path, as in every mentat function
+//! A NULL query gives NULL; a NULL `inputs`, `store` or `options` is the same as leaving it out (DuckDB's own NULL
+//! handling, which would make the whole result NULL, is off). The store name resolves against the caller's search path, as in every mentat function
 //! (`session.rs`): the caller's session is read in the function's bind, which is why it is registered through the
 //! raw C API (duckdb-rs's scalar functions have no bind). Errors: the planner's errors (unknown attribute,
 //! unbound variable, ...), or a missing store.
@@ -205,6 +206,8 @@ pub unsafe fn register(con: ffi::duckdb_connection, instance: &Arc<Instance>) ->
         |f| {
             let extra = Box::into_raw(Box::new(instance.clone())) as *mut c_void;
             ffi::duckdb_scalar_function_set_extra_info(f, extra, Some(drop_box::<Arc<Instance>>));
+            // NULL arguments reach `execute_inner`, which reads them as not given
+            ffi::duckdb_scalar_function_set_special_handling(f);
             ffi::duckdb_scalar_function_set_bind(f, Some(bind_caller));
             ffi::duckdb_scalar_function_set_function(f, Some(execute));
         },
