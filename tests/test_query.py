@@ -699,6 +699,7 @@ def test_order_limit_offset(db):
     # limit and offset from the inputs
     query = ("[:find ?n :in $ ?lim ?off :where [_ :person/name ?n] :order ?n :limit ?lim :offset ?off]")
     assert q(db, query, "[2 1]") == [("bob",), ("carol",)]
+    assert 'bad input `"x"`: given for ?lim, which is a limit' in error(db, query, '["x" 1]')
     # ordering by a variable not in :find, ascending and descending
     assert q(db, "[:find ?n :where [?p :person/name ?n] [?p :person/born ?b] :order ?b]") == \
         [("carol",), ("alice",), ("bob",), ("dave",)]

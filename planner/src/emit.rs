@@ -336,6 +336,15 @@ fn bound(alg: &Algebra, b: Option<&Bound>) -> Result<Option<i64>, PlanError> {
                         .into(),
                 })
             }
+            // an input that is not a long (`"x"`, `2.5`): named with its value
+            Some(VarBinding::Const(c)) => {
+                return Err(PlanError::BadInput {
+                    form: crate::algebrize::show_constant(c),
+                    message: format!(
+                        "given for {v}, which is a limit, an offset or the n of an aggregate: it must be a long"
+                    ),
+                })
+            }
             _ => {
                 return Err(PlanError::unbound(
                     &v.0,
