@@ -106,6 +106,12 @@ def test_datoms_indexes(log):
     assert datoms(con, "AVET", a=":p/age") == [(bob, ":p/age", "9", t1, True), (ann, ":p/age", "31", t2, True)]
     assert datoms(con, "AVET", a=":p/name", v="bob") == [(bob, ":p/name", "bob", t1, True)]
     assert datoms(con, "AVET", a=":p/tag", v=":b") == [(ann, ":p/tag", ":b", t1, True)]
+    # an instant as EDN writes it, or as DuckDB's text
+    inst = t[1]["tx_instant"]
+    for v in [f'#inst "{inst.isoformat()}"', inst.isoformat()]:
+        assert [r[0] for r in datoms(con, "AVET", a=":db/txInstant", v=v)] == [t1]
+    with pytest.raises(duckdb.Error, match="not an instant"):
+        datoms(con, "AVET", a=":db/txInstant", v='#inst "not a time"')
     # VAET: the reverse index of refs; bob's friend ref is retracted now, so only schema refs remain
     assert datoms(con, "VAET", v=ann) == []
     assert datoms(con, "VAET", v=ann, as_of=t2) == [(bob, ":p/friend", str(ann), t1, True)]

@@ -239,6 +239,11 @@ fn value(ctx: &Ctx, c: &Constant, a: &Attribute) -> Option<Expr> {
             let v = crate::parse::parse_edn(s, "entity").ok()?;
             crate::algebrize::read_constant(ctx, &v, &v).ok()?
         }
+        // EDN's tagged forms, as a transaction writes them: `#inst "1990-01-01"`, `#uuid "..."`
+        (ValueType::Instant | ValueType::Uuid, Constant::String(s)) if s.trim_start().starts_with('#') => {
+            let v = crate::parse::parse_edn(s, "value").ok()?;
+            crate::algebrize::read_constant(ctx, &v, &v).ok()?
+        }
         (ValueType::Instant, Constant::String(s)) => Constant::Instant(s.clone()),
         (ValueType::Uuid, Constant::String(s)) => Constant::Uuid(s.clone()),
         (ValueType::Symbol, Constant::String(s)) => Constant::Symbol(s.clone()),
