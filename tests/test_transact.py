@@ -666,8 +666,11 @@ def test_schema_alteration_rules(db):
     before = rows(db, "SELECT * FROM mentat_schema() ORDER BY entid")
     fails(db, "[{:db/ident :doc/body :db/valueType :db.type/long}]", ":doc/body", "valueType never changes")
     fails(db, "[{:db/ident :doc/body :db/fulltext true}]", ":doc/body", "fulltext cannot be changed")
-    fails(db, "[[:db/retract :doc/body :db/valueType :db.type/string]]", ":doc/body", "keeps its :db/valueType")
+    fails(db, "[[:db/retract :doc/body :db/valueType :db.type/string]]", ":doc/body", ":db/valueType and")
     fails(db, "[[:db/retract :doc/body :db/cardinality :db.cardinality/one]]", ":doc/body", "keeps its")
+    # the attribute is named by the ident it had, and the form that reached it is named
+    fails(db, "[[:db/retract :doc/body :db/ident :doc/body]]", "schema error for :doc/body", "keeps its :db/ident")
+    fails(db, "[[:db/retractEntity :db.type/string]]", "in [:db/retractEntity :db.type/string]", "keeps its")
     assert rows(db, "SELECT * FROM mentat_schema() ORDER BY entid") == before
     # a unique attribute may be cardinality-many (Datomic allows it): any of its values identifies the entity
     transact(db, "[{:db/ident :doc/alias :db/valueType :db.type/string :db/cardinality :db.cardinality/many "

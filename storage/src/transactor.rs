@@ -575,6 +575,9 @@ impl<'a> Tx<'a> {
                 Term::Cas { e: p, a, .. } => is_schema_attr(*a) && self.try_entity(p) == Some(e),
                 Term::RetractEntity { e: p, .. } => self.try_entity(p) == Some(e),
             })
+            // else a :db/retractEntity whose expansion reached the attribute (of an entity it refers to, such as
+            // `:db.type/long`)
+            .or_else(|| terms.iter().find(|t| matches!(t, Term::RetractEntity { .. })))
             .map_or_else(|| "the transaction".to_string(), |t| t.form().to_string())
     }
 
@@ -944,7 +947,9 @@ impl<'a> Tx<'a> {
             let p = &props[&e];
             let old = self.before.attribute(e).cloned();
             let new = store::attribute_from_props(&self.schema, e, p);
-            let name = self.schema.ident(e).map_or_else(|| e.to_string(), str::to_string);
+            // the name it had before this transaction (a retracted :db/ident is gone from `self.schema`)
+            let name =
+                self.before.ident(e).or_else(|| self.schema.ident(e)).map_or_else(|| e.to_string(), str::to_string);
             let form = self.schema_form_of(terms, e);
             let err = |reason: String| StorageError::Schema {
                 attribute: name.clone(),
@@ -980,7 +985,9 @@ impl<'a> Tx<'a> {
                     }
                 }
                 (Some(_), None) => {
-                    return Err(err("an installed attribute keeps its :db/valueType and :db/cardinality".into()))
+                    return Err(err("an installed attribute keeps its :db/ident, :db/valueType and :db/cardinality \
+                                    (rename it by asserting another :db/ident)"
+                        .into()))
                 }
                 (None, Some(new)) => {
                     if new.fulltext && new.value_type != ValueType::String {
