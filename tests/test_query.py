@@ -648,7 +648,7 @@ def test_vectors_are_tuples_unless_an_entity_is_meant(db):
         q(db, "[:find ?age . :in $ ?p :where [?p :person/age ?age]]", "[[:person/age 25]]")
 
 
-def test_queries_without_a_store(con):
+def test_queries_without_a_store(con, tmp_path):
     """A query that reads no database answers on a fresh connection, and a store that was never written answers as
     Datomic's empty database (its bootstrap schema only); neither creates anything."""
     assert q(con, "[:find (sum ?h) . :with ?m :in [[?m ?h]]]", "[[[1 10] [2 10] [3 5]]]") == [(25,)]
@@ -665,6 +665,16 @@ def test_queries_without_a_store(con):
     # an attribute the empty database lacks is still an error, which says the store does not exist yet
     with pytest.raises(duckdb.Error, match="unknown attribute :person/name.*store mentat does not exist yet"):
         q(con, "[:find ?e :where [?e :person/name _]]")
+    # the same in an attached catalog (by name, and after USE); a catalog that is not attached is named
+    con.execute(f"ATTACH '{tmp_path / 'proj.duckdb'}' AS proj")
+    assert q(con, "[:find ?e . :where [?e :db/ident :db/ident]]", store="proj.never") == [(1,)]
+    home = con.execute("SELECT current_database()").fetchall()[0][0]
+    con.execute("USE proj")
+    assert q(con, "[:find ?e . :where [?e :db/ident :db/ident]]") == [(1,)]
+    con.execute(f'USE "{home}"')
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'proj'").fetchall() == [(0,)]
+    with pytest.raises(duckdb.Error, match="no database named nope"):
+        q(con, "[:find ?e . :where [?e :db/ident :db/ident]]", store="nope.x")
     # mentat_schema lists the bootstrap attributes of the empty database
     assert (":db/ident", 1) in con.execute("SELECT ident, entid FROM mentat_schema()").fetchall()
     assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'mentat'").fetchall() == [(0,)]

@@ -1044,7 +1044,12 @@ pub(crate) fn read_schema(
         return Ok(open.schema());
     }
     let conn = instance.pool.get()?;
-    if store.catalog.is_none() && !storage::store::store_exists(&conn, store).map_err(|e| e.to_string())? {
+    // in an attached catalog as in the main one (a catalog that is not attached is `open`'s error)
+    let catalog_there = match &store.catalog {
+        None => true,
+        Some(c) => storage::store::catalog_oid(&conn, c).map_err(|e| e.to_string())?.is_some(),
+    };
+    if catalog_there && !storage::store::store_exists(&conn, store).map_err(|e| e.to_string())? {
         opts.empty = true;
         return Ok(Arc::new(planner::layout::bootstrap_schema()));
     }
