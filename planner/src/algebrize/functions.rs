@@ -679,7 +679,6 @@ pub(crate) fn typed(ctx: &Ctx, op: Operand, form: &Value) -> Result<TExpr, PlanE
     }
 }
 
-/// A value as text for `str`: strings and keywords as they are, other types cast.
 /// `+ - *` with a bigdec among the numbers (no double): exact in DuckDB's DECIMAL, each step's result a bigdec
 /// (`DECIMAL(38,18)`, the attribute type's). Longs and bigints enter as `DECIMAL(38,0)`. A product's operands go
 /// in at 9 decimal places so that its scale (their sum) stays 18 and it overflows only past 10^20 (DuckDB's
@@ -705,6 +704,7 @@ fn bigdec_arithmetic(op: BinOp, unit: i64, args: Vec<TExpr>) -> TExpr {
     TExpr::new(folded.cast(dec), bigdec)
 }
 
+/// A value as text for `str`: strings and keywords as they are, other types cast.
 fn as_text(t: TExpr) -> Expr {
     if t.ty.sql_type() == "VARCHAR" {
         t.expr
