@@ -14,9 +14,9 @@
 //! A scalar function: constant arguments are folded when the calling statement is bound, so
 //! `FROM query(mentat_sql('[:find ...]'))` runs the Datalog plan inside the caller's own statement and transaction.
 //! A NULL query gives NULL; a NULL `inputs`, `store` or `options` is the same as leaving it out (DuckDB's own NULL
-//! handling, which would make the whole result NULL, is off). The store name resolves against the caller's search path, as in every mentat function
-//! (`session.rs`): the caller's session is read in the function's bind, which is why it is registered through the
-//! raw C API (duckdb-rs's scalar functions have no bind). Errors: the planner's errors (unknown attribute,
+//! handling, which would make the whole result NULL, is off). The store name resolves against the caller's search
+//! path, as in every mentat function (`session.rs`): the caller's session is read in the function's bind, which is
+//! why it is registered through the raw C API (duckdb-rs's scalar functions have no bind). Errors: the planner's errors (unknown attribute,
 //! unbound variable, ...), or a missing store.
 
 use crate::query::drop_box;
