@@ -130,6 +130,14 @@ def test_datoms_indexes(log):
     assert keys == sorted(keys)
 
 
+def test_avet_orders_keywords_as_clojure(con):
+    """AVET orders keyword values as Clojure compares keywords (and as `:order` does): those without a namespace
+    first, then by namespace, then by name; as text `:a-/z` would come before `:a/q` and `:z` after `:k/b`."""
+    transact(con, "[{:db/ident :p/kw :db/valueType :db.type/keyword :db/cardinality :db.cardinality/many}]")
+    transact(con, "[{:p/kw [:a-/z :k/a :k/b :z :a/q :b]}]")
+    assert [r[2] for r in datoms(con, "AVET", a=":p/kw")] == [":b", ":z", ":a/q", ":a-/z", ":k/a", ":k/b"]
+
+
 def test_datoms_time_travel(log):
     con, ann, bob, t, aid = log
     t1, t2 = t[1]["tx"], t[2]["tx"]

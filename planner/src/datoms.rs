@@ -198,7 +198,21 @@ fn sort_keys(t: ValueType, v: &Expr) -> (Expr, Expr) {
         | ValueType::Float => (v.clone().cast("DOUBLE"), null("VARCHAR")),
         ValueType::Boolean => (v.clone().cast("INTEGER").cast("DOUBLE"), null("VARCHAR")),
         ValueType::Instant => (Expr::Func("epoch_us", vec![v.clone()]).cast("DOUBLE"), null("VARCHAR")),
-        ValueType::String | ValueType::Keyword | ValueType::Uri | ValueType::Symbol => (null("DOUBLE"), v.clone()),
+        // keywords in Clojure's order ([`crate::types::keyword_order`]): those without a namespace first, then by
+        // namespace, then by name; as one text key ('0' name, or '1' namespace, chr(1), name)
+        ValueType::Keyword => {
+            use crate::sql::BinOp;
+            let slash = Expr::Func("strpos", vec![v.clone(), Expr::str("/")]);
+            let has = Expr::bin(BinOp::Gt, slash.clone(), Expr::int(1));
+            let ns =
+                Expr::Func("substr", vec![v.clone(), Expr::int(2), Expr::bin(BinOp::Sub, slash.clone(), Expr::int(2))]);
+            let name_ns = Expr::Func("substr", vec![v.clone(), Expr::bin(BinOp::Add, slash, Expr::int(1))]);
+            let namespaced =
+                Expr::Func("concat", vec![Expr::str("1"), ns, Expr::Func("chr", vec![Expr::int(1)]), name_ns]);
+            let plain = Expr::Func("concat", vec![Expr::str("0"), Expr::Func("substr", vec![v.clone(), Expr::int(2)])]);
+            (null("DOUBLE"), Expr::Case { whens: vec![(has, namespaced)], otherwise: Some(Box::new(plain)) })
+        }
+        ValueType::String | ValueType::Uri | ValueType::Symbol => (null("DOUBLE"), v.clone()),
         ValueType::Uuid | ValueType::Bytes | ValueType::Tuple => (null("DOUBLE"), v.clone().cast("VARCHAR")),
     }
 }
