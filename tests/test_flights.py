@@ -311,6 +311,112 @@ def test_ref_column_without_refs_holds_entids(small):
     assert q(small, "[:find ?c . :where [?r :r/n 7] [?r :r/to ?t] [?t :c/code ?c]]") == [("a",)]
 
 
+# --- mentat_import: list columns are sets of values, ref columns hold allocated entids ------------------------
+
+LIST_SCHEMA = """[
+ {:db/ident :t/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+ {:db/ident :t/ss :db/valueType :db.type/string :db/cardinality :db.cardinality/many}
+ {:db/ident :t/s :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :t/ls :db/valueType :db.type/long :db/cardinality :db.cardinality/many}
+ {:db/ident :t/kw :db/valueType :db.type/keyword :db/cardinality :db.cardinality/many}
+ {:db/ident :t/r :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}
+ {:db/ident :t/rs :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}
+]"""
+
+
+@pytest.fixture
+def lists(con):
+    transact(con, LIST_SCHEMA)
+    return con
+
+
+def datom_count(con):
+    (n,), = rows(con, "SELECT count(*) FROM mentat_datoms('EAVT')")
+    return n
+
+
+def values_by_id(con, attr):
+    """{id: set of values} of one attribute, through mentat_datoms (the values as text) and :t/id."""
+    got = {}
+    for (i, v) in rows(con, """SELECT i.v::BIGINT, d.v FROM mentat_datoms('AEVT', a := ?) d
+                               JOIN mentat_datoms('AEVT', a := ':t/id') i ON i.e = d.e""", [attr]):
+        got.setdefault(i, set()).add(v)
+    return got
+
+
+def test_import_list_column_is_one_datom_per_distinct_element(lists):
+    r = imp(lists, """SELECT * FROM (VALUES (1, ['a', 'b']), (2, []::VARCHAR[]), (3, NULL::VARCHAR[]),
+                                            (4, ['x', 'x', 'y', NULL])) AS t(":t/id", ":t/ss")""")
+    # 4 ids, a b, x y (the repeated x once, the NULL element none), the tx instant
+    assert r["entities"] == 4 and r["datoms"] == 4 + 2 + 2 + 1
+    assert values_by_id(lists, ":t/ss") == {1: {"a", "b"}, 4: {"x", "y"}}
+    assert q(lists, "[:find ?id ?s :where [?e :t/id ?id] [?e :t/ss ?s]]") == [
+        (1, "a"), (1, "b"), (4, "x"), (4, "y")]
+    assert rows(lists, f"SELECT count(*) FROM mentat.cur_{aid(lists, ':t/ss')}") == [(4,)]
+    # an upsert adds the new elements only, as a transaction of the set would
+    r = imp(lists, """SELECT 1 AS ":t/id", ['b', 'c', 'c'] AS ":t/ss" """)
+    assert r["created"] == 0 and r["datoms"] == 1 + 1
+    assert values_by_id(lists, ":t/ss") == {1: {"a", "b", "c"}, 4: {"x", "y"}}
+
+
+def test_import_list_of_longs_casts_each_element(lists):
+    n = 500
+    r = imp(lists, f"""SELECT i AS ":t/id", [i % 7, i % 3, i % 7]::INTEGER[] AS ":t/ls",
+                              [':k/' || (i % 2)] AS ":t/kw" FROM range({n}) t(i)""")
+    expected = {i: {i % 7, i % 3} for i in range(n)}
+    assert r["entities"] == n
+    assert r["datoms"] == n + sum(len(v) for v in expected.values()) + n + 1
+    got = {}
+    for (i, v) in q(lists, "[:find ?id ?v :where [?e :t/id ?id] [?e :t/ls ?v]]"):
+        got.setdefault(i, set()).add(v)
+    assert got == expected
+    # stored as BIGINT values of the long attribute, like a plain column's
+    assert rows(lists, f"SELECT DISTINCT typeof(v) FROM mentat.cur_{aid(lists, ':t/ls')}") == [("BIGINT",)]
+    assert q(lists, "[:find ?k (count ?e) :where [?e :t/kw ?k]]") == [(":k/0", n // 2), (":k/1", n // 2)]
+    # text elements cast to long as a text column's values do
+    imp(lists, """SELECT 9999 AS ":t/id", ['42', '43'] AS ":t/ls" """)
+    assert values_by_id(lists, ":t/ls")[9999] == {"42", "43"}
+
+
+def test_import_refs_to_entities_that_exist_or_that_it_creates(lists):
+    imp(lists, """SELECT 1 AS ":t/id" """)
+    (one,), = q(lists, "[:find ?e . :where [?e :t/id 1]]")
+    (next_user,), = rows(lists, "SELECT next FROM mentat.partitions WHERE ident = ':db.part/user'")
+    # row 1 is next_user, row 2 next_user + 1: a row may name another row's new entity, and an attribute entid
+    r = imp(lists, f"""SELECT * FROM (VALUES (2, {next_user + 1}, [{one}, {next_user}]),
+                                             (3, {one}, [{aid(lists, ':t/ss')}]))
+                       AS t(":t/id", ":t/r", ":t/rs")""")
+    assert r["created"] == 2
+    assert q(lists, "[:find ?a ?b :where [?x :t/id ?a] [?x :t/r ?y] [?y :t/id ?b]]") == [(2, 3), (3, 1)]
+    assert q(lists, "[:find ?a ?b :where [?x :t/id ?a] [?x :t/rs ?y] [?y :t/id ?b]]") == [(2, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("source, message", [
+    ("""SELECT 2 AS ":t/id", ['a', 'b'] AS ":t/s" """,
+     r'column ":t/s" of mentat_import: its DuckDB type VARCHAR\[\] is a list, but :t/s is cardinality one'),
+    ("""SELECT 2 AS ":t/id", {'x': 1} AS ":t/ss" """,
+     r'column ":t/ss" of mentat_import: its DuckDB type STRUCT\(x INTEGER\) is nested.*:t/ss is a :db.type/string'),
+    ("""SELECT 2 AS ":t/id", {'x': 1} AS ":t/s" """, r'column ":t/s".*STRUCT\(x INTEGER\) is nested'),
+    ("""SELECT 2 AS ":t/id", map(['k'], ['v']) AS ":t/ss" """, r'column ":t/ss".*MAP\(VARCHAR, VARCHAR\) is nested'),
+    ("""SELECT 2 AS ":t/id", [['a'], ['b']] AS ":t/ss" """, r'column ":t/ss".*VARCHAR\[\]\[\] is nested'),
+    ("""SELECT 2 AS ":t/id", [{'x': 1}] AS ":t/ss" """, r'column ":t/ss".*STRUCT\(x INTEGER\)\[\] is nested'),
+    ("""SELECT [1, 2] AS ":t/id" """, r'column ":t/id".*INTEGER\[\] is a list, but :t/id is cardinality one'),
+    ("""SELECT * FROM (VALUES (2, ['1', 'x'])) t(":t/id", ":t/ls")""",
+     r"value 'x' does not match :t/ls of type :db.type/long in column \":t/ls\""),
+    ("""SELECT 5 AS ":t/id", 999999 AS ":t/r" """, r'column ":t/r" of mentat_import, source row 1.*999999'),
+    ("""SELECT * FROM (VALUES (5, NULL), (6, -1)) t(":t/id", ":t/r")""", r'column ":t/r".*source row 2.*-1'),
+    ("""SELECT 5 AS ":t/id", [999999] AS ":t/rs" """, r'column ":t/rs".*999999'),
+    ("""SELECT 5 AS ":t/id", 1099511627776 * 2 AS ":t/r" """, r'column ":t/r".*2199023255552'),
+])
+def test_import_refuses_nested_columns_and_unallocated_refs(lists, source, message):
+    imp(lists, """SELECT 1 AS ":t/id", ['a'] AS ":t/ss" """)
+    before, count = snapshot(lists), datom_count(lists)
+    with pytest.raises(Exception, match=message):
+        imp(lists, source)
+    assert datom_count(lists) == count and snapshot(lists) == before
+    assert imp(lists, """SELECT 7 AS ":t/id" """)["created"] == 1
+
+
 # --- Parquet: a whole store out and back --------------------------------------------------------------------
 
 def test_export_then_import_store_round_trips(flights, tmp_path):

@@ -6,12 +6,18 @@
 //! 1. **stage**: the source is materialized once into a connection-local temporary table, with a row number
 //!    `0..n`.
 //! 2. **check types**: one scan over the columns whose DuckDB type differs from the attribute's column type
-//!    finds the first value that does not cast (or that a cast would change, such as `1.5` for a long).
+//!    finds the first value that does not cast (or that a cast would change, such as `1.5` for a long). A LIST
+//!    column (`VARCHAR[]`, or an ARRAY `BIGINT[3]`) of a cardinality-many attribute is read through
+//!    `UNNEST`: every non-null element is one value, an empty or NULL list none, a value repeated in one list
+//!    one datom. Any other nested column (a list for a cardinality-one attribute, a STRUCT, MAP, UNION, a
+//!    list of lists) is refused by its DuckDB type before anything is read.
 //! 3. **resolve refs**: a ref column named in `refs` holds values of the target's unique attribute; they
 //!    resolve like lookup refs by a join against `cur_<target>`. Missing targets are an error naming the
 //!    value, or (with [`MissingRefs::Create`]) new entities that get only their identity datom.
 //! 4. **upsert**: a row whose `:db.unique/identity` value some entity already has is that entity; the other
-//!    rows get new entids, `next_user + row` (or a dense numbering when some rows upserted).
+//!    rows get new entids, `next_user + row` (or a dense numbering when some rows upserted). Then one scan
+//!    over the ref columns that hold entids refuses a value that no partition has allocated, counting the
+//!    entids this import gives out (as `mentat_transact` refuses an unallocated entid).
 //! 5. **write**: one `INSERT INTO cur_<aid> ... SELECT` per column. For upserted entities, values they already
 //!    have are skipped and a cardinality-one attribute's old value is retracted (deleted from current state and
 //!    moved to `hist_<aid>` with its assertion's tx and this transaction as `retracted_tx`).
@@ -124,8 +130,10 @@ pub struct ImportReport {
 /// entity per row, in one transaction committed before this returns.
 ///
 /// Each column is named by an attribute ident of the store's schema and cast to the attribute's type; NULL is
-/// no datom. Errors (the store is unchanged): [`StorageError::UnknownAttribute`] for a column that names no
-/// attribute (or a bootstrap `:db/...` attribute), [`StorageError::WrongType`] naming the column, the first bad
+/// no datom; a LIST column of a cardinality-many attribute gives one value per element. Errors (the store is
+/// unchanged): [`StorageError::UnknownAttribute`] for a column that names no attribute (or a bootstrap
+/// `:db/...` attribute), [`StorageError::BadForm`] for a nested column the attribute cannot take (naming its
+/// DuckDB type) and for a ref column holding an entid no partition has allocated, [`StorageError::WrongType`] naming the column, the first bad
 /// value and its row, [`StorageError::LookupRef`] naming a ref value without a target (unless
 /// [`MissingRefs::Create`]), [`StorageError::Conflict`] for two rows with one identity value,
 /// [`StorageError::UniqueConflict`] for a unique value another entity holds, [`StorageError::UpsertConflict`]
@@ -155,8 +163,10 @@ pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportO
 struct Column<'s> {
     /// The column name, which is the attribute's ident.
     name: String,
-    /// Its DuckDB type in the staged table.
+    /// Its DuckDB type in the staged table; for a list column, the type of its elements.
     source_type: String,
+    /// A LIST (or ARRAY) column, each element one value: its DuckDB type, as `DESCRIBE` names it.
+    list: Option<String>,
     attr: &'s Attribute,
     /// For a ref column resolved through a unique attribute: that attribute.
     target: Option<&'s Attribute>,
@@ -165,6 +175,27 @@ struct Column<'s> {
 impl Column<'_> {
     fn col(&self) -> String {
         format!("s.{}", quote_ident(&self.name))
+    }
+
+    /// The relation `s` that [`Column::col`] and `s.<row>` are read from: the staged table, or for a list
+    /// column one row per element (`UNNEST`; an empty or NULL list gives no row).
+    fn source(&self) -> String {
+        match self.list {
+            None => format!("{SRC} s"),
+            Some(_) => {
+                let q = quote_ident(&self.name);
+                format!("(SELECT {ROW}, unnest({q}) AS {q} FROM {SRC}) s")
+            }
+        }
+    }
+
+    /// `DISTINCT` for a list column (a value twice in one list is one datom, after the cast), else nothing.
+    fn distinct(&self) -> &'static str {
+        if self.list.is_some() {
+            "DISTINCT "
+        } else {
+            ""
+        }
     }
 
     /// The type the column's values are cast to: the target attribute's for a resolved ref.
@@ -213,6 +244,45 @@ fn normalize_type(t: &str) -> String {
         "TIMESTAMP WITH TIME ZONE" => "TIMESTAMPTZ".into(),
         "INT64" | "LONG" => "BIGINT".into(),
         other => other.to_string(),
+    }
+}
+
+/// What a staged column's DuckDB type is to the import.
+#[derive(Debug, PartialEq, Eq)]
+enum Shape {
+    /// One value per row.
+    Scalar,
+    /// A LIST `T[]` or ARRAY `T[n]` of scalars: the element type.
+    List(String),
+    /// A STRUCT, MAP, UNION, VARIANT, or a list of any of these or of lists.
+    Nested,
+}
+
+/// A STRUCT, MAP, UNION or VARIANT type (a type name such as `MAPLE` is not).
+fn is_nested_scalar(t: &str) -> bool {
+    let t = t.trim_start().to_ascii_uppercase();
+    ["STRUCT", "MAP", "UNION", "VARIANT"]
+        .iter()
+        .any(|p| t.starts_with(p) && !t[p.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+}
+
+/// Reads a DuckDB type as `DESCRIBE` writes it: `VARCHAR[]` and `INTEGER[3]` are lists of `VARCHAR` and
+/// `INTEGER`; `STRUCT(...)`, `MAP(...)`, `UNION(...)`, `VARIANT` and lists of them or of lists are nested.
+fn shape(t: &str) -> Shape {
+    let t = t.trim();
+    if is_nested_scalar(t) && !t.ends_with(']') {
+        return Shape::Nested;
+    }
+    match (t.ends_with(']'), t.rfind('[')) {
+        (true, Some(open)) => {
+            let elem = t[..open].trim();
+            if elem.ends_with(']') || is_nested_scalar(elem) {
+                Shape::Nested
+            } else {
+                Shape::List(elem.to_string())
+            }
+        }
+        _ => Shape::Scalar,
     }
 }
 
@@ -288,20 +358,23 @@ impl<'a> Import<'a> {
         let created_refs = self.resolve_refs(&columns, opts, tx)?;
         let upserted = self.upsert(&columns, total)?;
         let new_rows = total - upserted;
+        self.check_allocated(&columns, self.parts.next_user + new_rows)?;
         self.check_unique(&columns, upserted > 0)?;
         let entity = if upserted > 0 { format!(" JOIN {ENT} x ON x.n = s.{ROW}") } else { String::new() };
         let e_expr = if upserted > 0 { "x.e".to_string() } else { format!("({} + s.{ROW})", self.parts.next_user) };
         for (k, c) in columns.iter().enumerate() {
             self.progress(&format!("writing {} ({}/{} columns, {} rows)", c.attr.ident, k + 1, columns.len(), total));
             let (join, v) = c.value(k, self.store, false);
-            let from = format!("{SRC} s{entity}{join} WHERE {} IS NOT NULL", c.col());
+            let from = format!("{}{entity}{join} WHERE {} IS NOT NULL", c.source(), c.col());
+            let distinct = c.distinct();
             let (cur, hist) = (self.store.current(c.attr.entid), self.store.history(c.attr.entid));
             if upserted == 0 {
-                self.write(&format!("INSERT INTO {cur} SELECT {e_expr}, {v}, {tx} FROM {from}"))?;
+                self.write(&format!("INSERT INTO {cur} SELECT {distinct}{e_expr}, {v}, {tx} FROM {from}"))?;
                 continue;
             }
             self.exec(&format!(
-                "CREATE OR REPLACE TEMP TABLE {DATOMS} AS SELECT x.e AS e, {v} AS v, x.existed AS existed FROM {from}"
+                "CREATE OR REPLACE TEMP TABLE {DATOMS} AS SELECT {distinct}x.e AS e, {v} AS v, x.existed AS existed \
+                 FROM {from}"
             ))?;
             self.exec(&format!("DELETE FROM {DATOMS} d USING {cur} c WHERE d.existed AND c.e = d.e AND c.v = d.v"))?;
             if !c.attr.many {
@@ -379,7 +452,39 @@ impl<'a> Import<'a> {
                     Some(target)
                 }
             };
-            out.push(Column { name, source_type, attr, target });
+            let refuse = |why: String| StorageError::BadForm {
+                form: form(&name),
+                reason: format!(
+                    "its DuckDB type {source_type} {why}; {} is a {} of cardinality {}",
+                    attr.ident,
+                    attr.value_type.ident(),
+                    if attr.many { "many" } else { "one" }
+                ),
+            };
+            let (source_type, list) = match shape(&source_type) {
+                Shape::Scalar => (source_type, None),
+                Shape::Nested => {
+                    return Err(refuse(
+                        "is nested: a column holds one value per row, or a list of values (T[]) for a \
+                         cardinality-many attribute"
+                            .into(),
+                    ))
+                }
+                Shape::List(_) if !attr.many => {
+                    return Err(refuse(format!(
+                        "is a list, but {} is cardinality one: a list column is one value per element, for a \
+                         cardinality-many attribute",
+                        attr.ident
+                    )))
+                }
+                Shape::List(_) if attr.unique.is_some() => {
+                    return Err(refuse(
+                        "is a list, and mentat_import takes a :db/unique attribute one value per row".into(),
+                    ))
+                }
+                Shape::List(elem) => (elem, Some(source_type)),
+            };
+            out.push(Column { name, source_type, list, attr, target });
         }
         for (col, t) in &opts.refs {
             if !out.iter().any(|c| &c.name == col) {
@@ -395,6 +500,17 @@ impl<'a> Import<'a> {
     /// One scan over the columns whose type differs from their attribute's: the first value that does not cast.
     fn check_types(&self, columns: &[Column<'_>]) -> Result<()> {
         let checks: Vec<(&Column<'_>, String)> = columns.iter().filter_map(|c| c.bad_value().map(|b| (c, b))).collect();
+        // the scalar columns in one scan of the staged table, each list column in one of its elements
+        let (scalar, lists): (Vec<_>, Vec<_>) = checks.into_iter().partition(|(c, _)| c.list.is_none());
+        self.check_type_scan(&format!("{SRC} s"), &scalar)?;
+        for check in lists {
+            self.check_type_scan(&check.0.source(), std::slice::from_ref(&check))?;
+        }
+        Ok(())
+    }
+
+    /// One scan of `from` for the first value of each check's column that is bad (the check's SQL).
+    fn check_type_scan(&self, from: &str, checks: &[(&Column<'_>, String)]) -> Result<()> {
         if checks.is_empty() {
             return Ok(());
         }
@@ -407,9 +523,8 @@ impl<'a> Import<'a> {
                 )
             })
             .collect();
-        let row = self
-            .first_row(&format!("SELECT {} FROM {SRC} s", select.join(", ")), 2 * checks.len())?
-            .unwrap_or_default();
+        let row =
+            self.first_row(&format!("SELECT {} FROM {from}", select.join(", ")), 2 * checks.len())?.unwrap_or_default();
         for (i, (c, _)) in checks.iter().enumerate() {
             if let (Some(Some(value)), Some(Some(rowid))) = (row.get(2 * i), row.get(2 * i + 1)) {
                 return Err(StorageError::WrongType {
@@ -444,7 +559,7 @@ impl<'a> Import<'a> {
             let cur = self.store.current(target);
             let values: Vec<String> = cols
                 .iter()
-                .map(|c| format!("SELECT {} AS v FROM {SRC} s WHERE {} IS NOT NULL", c.cast(false), c.col()))
+                .map(|c| format!("SELECT {} AS v FROM {} WHERE {} IS NOT NULL", c.cast(false), c.source(), c.col()))
                 .collect();
             self.exec(&format!(
                 "CREATE OR REPLACE TEMP TABLE {MISSING} AS SELECT DISTINCT v FROM ({}) u WHERE NOT EXISTS \
@@ -548,6 +663,72 @@ impl<'a> Import<'a> {
         Ok(matched)
     }
 
+    /// Ref columns that hold entids (not resolved through `refs`): one scan of the staged table for the scalar
+    /// ones, one of its elements per list column, refusing the first value no partition has allocated. Allocated
+    /// are `:db.part/db` and `:db.part/tx` below their next entid, and `:db.part/user` below `user_end`, which
+    /// counts the entities this import creates (rows and ref targets).
+    fn check_allocated(&self, columns: &[Column<'_>], user_end: Entid) -> Result<()> {
+        let p = &self.parts;
+        let bad = |c: &Column<'_>| {
+            let v = c.cast(false);
+            format!(
+                "({} IS NOT NULL AND NOT ({v} >= {} AND {v} < {} OR {v} >= {} AND {v} < {user_end} \
+                 OR {v} >= {} AND {v} < {}))",
+                c.col(),
+                layout::PART_DB_START,
+                p.next_db,
+                layout::PART_USER_START,
+                layout::PART_TX_START,
+                p.next_tx
+            )
+        };
+        let refs: Vec<(&Column<'_>, String)> = columns
+            .iter()
+            .filter(|c| c.attr.value_type == ValueType::Ref && c.target.is_none())
+            .map(|c| (c, bad(c)))
+            .collect();
+        let (scalar, lists): (Vec<_>, Vec<_>) = refs.into_iter().partition(|(c, _)| c.list.is_none());
+        let mut scans = vec![(format!("{SRC} s"), scalar)];
+        scans.extend(lists.into_iter().map(|check| (check.0.source(), vec![check])));
+        for (from, checks) in scans.iter().filter(|(_, checks)| !checks.is_empty()) {
+            let select: Vec<String> = checks
+                .iter()
+                .map(|(c, bad)| {
+                    format!(
+                        "arg_min(CAST({} AS VARCHAR), {ROW}) FILTER (WHERE {bad}), \
+                         (min({ROW}) FILTER (WHERE {bad}))::VARCHAR",
+                        c.cast(false)
+                    )
+                })
+                .collect();
+            let row = self
+                .first_row(&format!("SELECT {} FROM {from}", select.join(", ")), 2 * checks.len())?
+                .unwrap_or_default();
+            for (i, (c, _)) in checks.iter().enumerate() {
+                if let (Some(Some(value)), Some(Some(n))) = (row.get(2 * i), row.get(2 * i + 1)) {
+                    let created = match user_end - p.next_user {
+                        0 => String::new(),
+                        1 => format!("; the entity this import creates is {}", p.next_user),
+                        _ => format!("; the entities this import creates are {} to {}", p.next_user, user_end - 1),
+                    };
+                    return Err(StorageError::BadForm {
+                        form: format!(
+                            "column {} of mentat_import, source row {}",
+                            quote_ident(&c.name),
+                            n.parse::<i64>().unwrap_or(0) + 1
+                        ),
+                        reason: format!(
+                            "{} value {value} names no entity: the store has not allocated entid {value}{created}; \
+                             to name entities by a unique attribute's value, pass refs := '{{{} :target/attr}}'",
+                            c.attr.ident, c.attr.ident
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Errors when one value of a unique column appears in two rows.
     fn check_duplicates(&self, k: usize, c: &Column<'_>, why: &str) -> Result<()> {
         let (join, v) = c.value(k, self.store, false);
@@ -618,6 +799,22 @@ mod tests {
             "make_timestamptz(epoch_us(CAST(c AS TIMESTAMP)))"
         );
         assert_eq!(cast_sql("c", "TIMESTAMP WITH TIME ZONE", ValueType::Instant, false), "c");
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(shape("VARCHAR"), Shape::Scalar);
+        assert_eq!(shape("DECIMAL(18,3)"), Shape::Scalar);
+        assert_eq!(shape("MAPLE"), Shape::Scalar);
+        assert_eq!(shape("VARCHAR[]"), Shape::List("VARCHAR".into()));
+        assert_eq!(shape("DECIMAL(18,3)[]"), Shape::List("DECIMAL(18,3)".into()));
+        assert_eq!(shape("INTEGER[3]"), Shape::List("INTEGER".into()));
+        assert_eq!(shape("INTEGER[][]"), Shape::Nested);
+        assert_eq!(shape("STRUCT(x INTEGER)"), Shape::Nested);
+        assert_eq!(shape("STRUCT(x INTEGER[])"), Shape::Nested);
+        assert_eq!(shape("STRUCT(x INTEGER)[]"), Shape::Nested);
+        assert_eq!(shape("MAP(VARCHAR, INTEGER)"), Shape::Nested);
+        assert_eq!(shape("UNION(k INTEGER)"), Shape::Nested);
     }
 
     #[test]
