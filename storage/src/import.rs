@@ -133,9 +133,9 @@ pub struct ImportReport {
 /// no datom; a LIST column of a cardinality-many attribute gives one value per element. Errors (the store is
 /// unchanged): [`StorageError::UnknownAttribute`] for a column that names no attribute (or a bootstrap
 /// `:db/...` attribute), [`StorageError::BadForm`] for a nested column the attribute cannot take (naming its
-/// DuckDB type) and for a ref column holding an entid no partition has allocated, [`StorageError::WrongType`] naming the column, the first bad
-/// value and its row, [`StorageError::LookupRef`] naming a ref value without a target (unless
-/// [`MissingRefs::Create`]), [`StorageError::Conflict`] for two rows with one identity value,
+/// DuckDB type) and for a ref column holding an entid no partition has allocated, [`StorageError::WrongType`]
+/// naming the column, the first bad value and its row, [`StorageError::LookupRef`] naming a ref value without a
+/// target (unless [`MissingRefs::Create`]), [`StorageError::Conflict`] for two rows with one identity value,
 /// [`StorageError::UniqueConflict`] for a unique value another entity holds, [`StorageError::UpsertConflict`]
 /// for a row whose identity values reach two entities, [`StorageError::DuckDb`] for a source that fails.
 pub fn import(conn: &Connection, store: &Store, source_sql: &str, opts: &ImportOptions) -> Result<ImportReport> {
